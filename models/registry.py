@@ -1,0 +1,58 @@
+"""Model registry: ``@register_model`` functions build named variants; ``create_model`` looks them up.
+
+Every entry point builds models through ``create_model(name, **overrides)`` so that a sweep, a DVC
+stage and a test all mean the same thing by the same name.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch.nn as nn
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    builder: Callable[..., nn.Module]
+    # what the model consumes: "text" (input_ids, attention_mask) -> logits; later "set", "image", ...
+    kind: str
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register_model(fn: Callable[..., nn.Module] | None = None, *, kind: str = "text", tags=()):
+    """Decorator: register ``fn`` under its function name. Usable bare or with keyword arguments."""
+
+    def wrap(f: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+        if f.__name__ in _REGISTRY:
+            raise ValueError(f"model {f.__name__!r} is registered twice")
+        _REGISTRY[f.__name__] = ModelEntry(f.__name__, f, kind, frozenset(tags))
+        return f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _entry(name: str) -> ModelEntry:
+    if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
+        raise KeyError(f"unknown model {name!r}{hint}")
+    return _REGISTRY[name]
+
+
+def create_model(name: str, **overrides) -> nn.Module:
+    """Build the registered variant ``name``; ``overrides`` replace fields of its config."""
+    return _entry(name).builder(**overrides)
+
+
+def list_models(kind: str | None = None) -> list[str]:
+    """Registered model names, sorted; only those consuming ``kind`` inputs when given."""
+    return sorted(n for n, e in _REGISTRY.items() if kind is None or e.kind == kind)
+
+
+def model_entry(name: str) -> ModelEntry:
+    return _entry(name)

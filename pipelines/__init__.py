@@ -1,0 +1,1 @@
+"""One module per DVC stage (prepare, tokenize, train, evaluate, ...); shared plumbing in pipelines.common."""

@@ -1,0 +1,101 @@
+"""params.yaml: ``defaults`` plus the active profile's overrides, validated key by key.
+
+Layout::
+
+    profile: cpu                  # which profile stages read (dvc exp run -S profile=smoke)
+    paths: {datasets: ...}
+    defaults: {seed: 0, prepare: {...}, tokenize: {...}, train: {...}, evaluate: {...}}
+    profiles: {smoke: {...}, cpu: {...}, paper: {...}}   # each: a partial copy of `defaults`
+
+``defaults`` is the schema: a profile may only set keys that exist there, with a value of the same
+type (an int is accepted where a float is expected). A key whose default is ``{}`` is free-form.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from pipelines.common.errors import SwarmlabError
+from pipelines.common.paths import PARAMS_FILE
+
+TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles"}
+
+
+def _type_name(value) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+
+
+def _check_value(where: str, default, value, source: str) -> None:
+    if isinstance(default, bool) or isinstance(value, bool):
+        ok = isinstance(default, bool) and isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float))
+    elif default is None:
+        ok = True
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise SwarmlabError(
+            f"{source}: {where} must be a {_type_name(default)} (like {default!r}), got {_type_name(value)} {value!r}"
+        )
+
+
+def _merge(schema: dict, override: dict, where: str, source: str) -> dict:
+    out = copy.deepcopy(schema)
+    for key, value in override.items():
+        path = f"{where}.{key}" if where else key
+        if key not in schema:
+            known = ", ".join(sorted(schema))
+            raise SwarmlabError(f"{source}: unknown key {path!r}; known keys here: {known}")
+        default = schema[key]
+        _check_value(path, default, value, source)
+        if isinstance(default, dict) and default:  # a structured section: recurse
+            out[key] = _merge(default, value, path, source)
+        else:  # leaf, list or free-form mapping: replaced whole
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_params(path: str | Path | None = None, profile: str | None = None) -> dict:
+    """The resolved params of ``profile`` (default: the file's ``profile`` key).
+
+    Returns ``defaults`` merged with ``profiles[profile]``, plus ``profile`` and ``paths``.
+    """
+    path = Path(path) if path else PARAMS_FILE
+    if not path.is_file():
+        raise SwarmlabError(f"params file {path} not found: run from the repo root or pass --params")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise SwarmlabError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise SwarmlabError(f"{path} must be a mapping at the top level")
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS)}")
+    defaults = raw.get("defaults")
+    if not isinstance(defaults, dict):
+        raise SwarmlabError(f"{path}: a 'defaults' mapping is required")
+    profiles = raw.get("profiles") or {}
+    name = profile or raw.get("profile")
+    if name is None:
+        resolved = copy.deepcopy(defaults)
+    else:
+        if name not in profiles:
+            raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
+        resolved = _merge(defaults, profiles[name] or {}, "", f"{path} (profile {name!r})")
+    resolved["profile"] = name
+    resolved["paths"] = raw.get("paths") or {}
+    return resolved
+
+
+def validate_all(path: str | Path | None = None) -> list[str]:
+    """Resolve every profile once (so a typo in an unused profile is caught too); returns their names."""
+    path = Path(path) if path else PARAMS_FILE
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    names = sorted(raw.get("profiles") or {})
+    for name in names:
+        load_params(path, name)
+    return names

@@ -1,0 +1,51 @@
+"""Where things live. Everything is absolute: Ray Tune changes the working directory of its trials."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from pipelines.common.errors import SwarmlabError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PARAMS_FILE = REPO_ROOT / "params.yaml"
+DATA_DIR = REPO_ROOT / "data"
+OUTPUTS_DIR = REPO_ROOT / "outputs"
+REPORTS_DIR = REPO_ROOT / "reports"
+
+
+def resolve(path: str | os.PathLike, base: Path = REPO_ROOT) -> Path:
+    """``path`` made absolute against ``base`` (the repo root by default); ``~`` expanded."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def datasets_dir(params: dict | None = None) -> Path:
+    """The shared datasets folder: ``$SWARMLAB_DATASETS``, else ``paths.datasets`` in params.yaml.
+
+    Raises a SwarmlabError naming the folder when it does not exist.
+    """
+    configured = os.environ.get("SWARMLAB_DATASETS") or (params or {}).get("paths", {}).get("datasets", "../shared/datasets")
+    path = resolve(configured)
+    if not path.is_dir():
+        raise SwarmlabError(
+            f"datasets folder {path} does not exist: set paths.datasets in params.yaml or SWARMLAB_DATASETS "
+            f"to the folder holding imdb/, bert_vocab/, nltk_data/"
+        )
+    return path
+
+
+def tracking_uri() -> str:
+    """``$MLFLOW_TRACKING_URI`` if set, else an absolute sqlite store at the repo root."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlruns.db'}"
+
+
+def git_commit() -> str:
+    """The current commit, with ``-dirty`` when the tree has uncommitted changes; ``unknown`` outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

@@ -1,0 +1,107 @@
+"""Experiment tracking. MLflow is imported lazily so training runs with torch + pyarrow + tokenizers alone.
+
+``MlflowTracker`` talks to MLflow through ``MlflowClient`` with explicit run ids (no global active run),
+so a sweep's trial processes can each hold their own run, nested under a parent by tag.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pipelines.common.paths import tracking_uri
+
+
+class NullTracker:
+    """Accepts everything, records nothing (``--no-tracking``)."""
+
+    run_id: str | None = None
+
+    def log_params(self, params: dict) -> None: ...
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None: ...
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+    def set_tags(self, tags: dict) -> None: ...
+    def finish(self, status: str = "FINISHED") -> None: ...
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+class MlflowTracker:
+    """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``."""
+
+    def __init__(self, experiment: str, run_name: str | None = None, *, run_id: str | None = None,
+                 parent_run_id: str | None = None, tags: dict | None = None, uri: str | None = None):
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri or tracking_uri()
+        mlflow.set_tracking_uri(self.uri)  # so artifact logging resolves the same store
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp else self._create_experiment(experiment)
+        if run_id:
+            self.run_id = run_id
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            all_tags = dict(tags or {})
+            if parent_run_id:
+                all_tags["mlflow.parentRunId"] = parent_run_id
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
+            self.run_id = run.info.run_id
+
+    def _create_experiment(self, name: str) -> str:
+        """Create ``name``; with a sqlite store its artifacts go beside the database, never under the cwd."""
+        location = None
+        if self.uri.startswith("sqlite:///"):
+            db = Path(self.uri[len("sqlite:///"):])
+            location = (db.parent / "mlartifacts" / name).resolve().as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # created meanwhile by another process (parallel sweep trials)
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    def log_params(self, params: dict) -> None:
+        from mlflow.entities import Param
+
+        flat = _flatten(params)
+        existing = self.client.get_run(self.run_id).data.params
+        new = [Param(k, str(v)[:6000]) for k, v in flat.items() if k not in existing]  # params are write-once
+        for i in range(0, len(new), 100):
+            self.client.log_batch(self.run_id, params=new[i : i + 100])
+
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(v), now, step or 0) for k, v in _flatten(metrics).items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
+        if batch:
+            self.client.log_batch(self.run_id, metrics=batch)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: dict) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, str(v))
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+
+def make_tracker(enabled: bool, experiment: str, run_name: str, **kwargs):
+    """An MlflowTracker when ``enabled``, else a NullTracker."""
+    return MlflowTracker(experiment, run_name, **kwargs) if enabled else NullTracker()

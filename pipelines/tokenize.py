@@ -1,0 +1,113 @@
+"""Stage `tokenize`: bert-base-uncased WordPiece over every split -> fixed-length uint16 ids + lengths.
+
+Reads ``data/prepared`` shards, writes ``data/tokenized/{split}-NNN.parquet`` with columns
+``uid``, ``input_ids`` (list<uint16> of exactly ``seq_len``), ``length`` and ``label``, and ``meta.json``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.errors import SwarmlabError, atomic_dir, cli
+from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
+from pipelines.common.progress import progress
+from tasks.text_data import read_parquet_checked
+from tasks.tokenization import PAD_ID, build_wordpiece, vocab_sha256
+
+IN_DIR = DATA_DIR / "prepared"
+OUT_DIR = DATA_DIR / "tokenized"
+CHUNK = 4096  # reviews per encode_batch call: large enough to keep the Rust thread pool busy
+
+
+CHARS_PER_TOKEN_CAP = 5  # a review is cut after 5 * seq_len characters before tokenizing (see below)
+
+
+def _prefix(text: str, n_chars: int) -> str:
+    """``text`` cut at the first space at or after ``n_chars`` (whole if there is none)."""
+    if len(text) <= n_chars:
+        return text
+    cut = text.find(" ", n_chars)
+    return text if cut < 0 else text[:cut]
+
+
+def encode_texts(tokenizer, texts: list[str], seq_len: int, desc: str = "tokenize") -> tuple[np.ndarray, np.ndarray]:
+    """(N, seq_len) uint16 ids padded with [PAD]=0, and (N,) lengths (tokens before padding).
+
+    Truncation throws away everything past ``seq_len`` tokens, so only a prefix is tokenized: BERT's
+    normalizer and pre-tokenizer act within whitespace-separated words, so a prefix ending at a space
+    yields exactly the first tokens of the whole text. A prefix that yields fewer than ``seq_len``
+    tokens is tokenized again whole, so the result is exact either way.
+    """
+    ids = np.full((len(texts), seq_len), PAD_ID, dtype=np.uint16)
+    lengths = np.empty(len(texts), dtype=np.uint16)
+    n_chars = CHARS_PER_TOKEN_CAP * seq_len
+    for start in progress(range(0, len(texts), CHUNK), desc=desc):
+        chunk = texts[start : start + CHUNK]
+        prefixes = [_prefix(t, n_chars) for t in chunk]
+        encodings = tokenizer.encode_batch_fast(prefixes)
+        redo = [j for j, (enc, p, t) in enumerate(zip(encodings, prefixes, chunk)) if len(enc.ids) < seq_len and len(p) < len(t)]
+        if redo:
+            for j, enc in zip(redo, tokenizer.encode_batch_fast([chunk[j] for j in redo])):
+                encodings[j] = enc
+        for i, enc in enumerate(encodings, start):
+            row = enc.ids
+            ids[i, : len(row)] = row
+            lengths[i] = len(row)
+    return ids, lengths
+
+
+def ids_column(ids: np.ndarray) -> pa.Array:
+    n, seq_len = ids.shape
+    return pa.FixedSizeListArray.from_arrays(pa.array(ids.reshape(-1), type=pa.uint16()), seq_len)
+
+
+def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> dict:
+    cfg = params["tokenize"]
+    seq_len = cfg["seq_len"]
+    vocab_path = resolve(cfg["vocab"], base=datasets_dir(params))
+    tokenizer = build_wordpiece(vocab_path)  # truncation only; padding is a numpy fill (faster)
+    tokenizer.enable_truncation(max_length=seq_len)
+    vocab_size = tokenizer.get_vocab_size()
+    if vocab_size > 65535:
+        raise SwarmlabError(f"vocabulary of {vocab_size} tokens does not fit uint16 ids")
+    meta_in = json.loads((in_dir / "meta.json").read_text()) if (in_dir / "meta.json").is_file() else None
+    if meta_in is None:
+        raise SwarmlabError(f"{in_dir / 'meta.json'} is missing: run the prepare stage first (dvc repro prepare)")
+    t0, total = time.perf_counter(), 0
+    meta = {"seq_len": seq_len, "vocab": str(vocab_path), "vocab_sha256": vocab_sha256(vocab_path),
+            "vocab_size": vocab_size, "pad_id": PAD_ID, "cls_id": tokenizer.token_to_id("[CLS]"),
+            "sep_id": tokenizer.token_to_id("[SEP]"), "splits": {}}
+    with atomic_dir(out_dir) as tmp:
+        for split, info in meta_in["splits"].items():
+            truncated = 0
+            for shard in info["shards"]:
+                table = read_parquet_checked(in_dir / shard, ["uid", "text", "label"])
+                texts = table.column("text").to_pylist()
+                ids, lengths = encode_texts(tokenizer, texts, seq_len, desc=f"tokenize {shard}")
+                truncated += int((lengths == seq_len).sum())
+                out = pa.table({"uid": table.column("uid"), "input_ids": ids_column(ids),
+                                "length": pa.array(lengths), "label": table.column("label")})
+                pq.write_table(out, tmp / shard, compression="zstd")
+                total += len(texts)
+            meta["splits"][split] = {"rows": info["rows"], "shards": info["shards"], "at_max_length": truncated}
+        elapsed = time.perf_counter() - t0
+        meta["reviews_per_s"] = round(total / elapsed, 1)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s) -> {out_dir}")
+    return meta
+
+
+@cli
+def main(argv=None) -> None:
+    args = stage_parser(__doc__.splitlines()[0]).parse_args(argv)
+    tokenize(params_from(args))
+
+
+if __name__ == "__main__":
+    main()
