@@ -356,8 +356,11 @@ class SwarmFormer(nn.Module):
             x = layer(x, pad)  # (B, L, D)
         if pad is None:
             pooled = x.mean(dim=1)  # (B, D)
-        else:
+        elif self.cfg.fast:
             pooled = x.sum(dim=1) * pad.inv_tokens  # (B, D): mean over real tokens (PAD states are 0)
+        else:
+            keep = pad.mask.unsqueeze(-1).to(x.dtype)  # (B, L, 1)
+            pooled = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)  # (B, D): mean over real tokens
         return self.head(self._dropout(self.head_drop, pooled))  # (B, num_classes)
 
     def get_num_params(self) -> int:
