@@ -81,8 +81,11 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
-    mask = torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))  # (..., D) in {0, 1/(1-p)}
-    return x * mask
+    if x.dtype in (torch.float32, torch.float64):
+        mask = torch.rand_like(x).ge_(p)  # (..., D) in {0, 1}
+    else:  # draw in fp32: a bf16 uniform has 8 mantissa bits and shifts the keep rate by ~1e-3
+        mask = torch.rand_like(x, dtype=torch.float32).ge_(p).to(x.dtype)
+    return x * mask.mul_(1.0 / (1.0 - p))  # kept elements scaled by 1/(1-p)
 
 
 def _neighbour_sum(x: torch.Tensor, circular: bool) -> torch.Tensor:

@@ -120,6 +120,14 @@ def test_fast_dropout_has_nn_dropout_semantics(p):
     assert not torch.equal(fast_dropout(x, p, True), y)
 
 
+def test_fast_dropout_keep_rate_is_exact_for_bf16_activations():
+    """Under autocast the activations are bf16; a bf16 uniform draw would keep 0.5985 instead of 0.6."""
+    torch.manual_seed(0)
+    y = fast_dropout(torch.ones(8_000_000, dtype=torch.bfloat16), 0.4, True)
+    assert y.dtype == torch.bfloat16
+    assert abs((y != 0).float().mean().item() - 0.6) < 6e-4  # 3.5 standard deviations
+
+
 @pytest.mark.parametrize("fast", [False, True])
 def test_cluster_attention_drops_weights_and_output(fast):
     """Dropout on the attention weights and on the output, as the authors (SDPA's dropout_p is the first).
