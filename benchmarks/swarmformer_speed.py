@@ -4,7 +4,8 @@ For Small (B=48, L=256) and Base (L=768, B=16 by default: B=48 would take ~3x lo
 run must stay near 3 minutes), it prints the median time of a training step and of an inference batch for
 each path, samples/s, the speedup, the achieved GFLOP/s and its share of a matmul ceiling measured in the
 same run (a 2048^3 matmul and the model's own narrow (B*L, D) x (D, D) shape). Measurements are interleaved
-(ceiling, ref, fast, fast+bf16, ceiling, ref, fast, ...) so that a noisy, shared machine slows all alike.
+(ceiling, ref, fast, fast+bf16, ceiling, ref, fast, ...) so that a noisy, shared machine slows all alike; the
+medians and, less sensitive to other processes' bursts, the best round are both reported.
 
   * train step = what ``pipelines.common.engine.fit`` does per batch: forward, cross-entropy, zero_grad,
     backward, clip_grad_norm_(1.0) and an AdamW step over all parameters (the 3.9M-row embedding included,
@@ -143,27 +144,30 @@ def bench_model(name: str, batch: int, rounds: int, use_compile: bool) -> dict:
             for key in variants:  # interleaved: ref, fast, fast_bf16, ref, fast, ...
                 times[(key, mode)].append(timed(jobs[(key, mode)]))
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"name": name, "batch": batch, "cfg": cfg, "flops": model_flops(cfg, batch), "med": med,
+    best = {k: min(v) for k, v in times.items()}
+    return {"name": name, "batch": batch, "cfg": cfg, "flops": model_flops(cfg, batch), "med": med, "best": best,
             "ceil": {k: ceilings[k][1] / med[k] / 1e9 for k in ceilings}, "variants": list(variants),
             "bf16_rel_err": bf16_rel_err, "compile_s": compile_s, "rounds": rounds}
 
 
 def report(r: dict) -> list[str]:
-    cfg, med, ceil = r["cfg"], r["med"], r["ceil"]
+    cfg, med, best, ceil = r["cfg"], r["med"], r["best"], r["ceil"]
     lines = [f"\n### {r['name']}: B={r['batch']}, L={cfg.seq_len}, D={cfg.d_model}, S={cfg.cluster_size}, "
              f"{r['rounds']} rounds, forward = {r['flops'] / 1e9:.2f} GFLOP",
              f"ceiling: 2048^3 fp32 {ceil['mm2048_fp32']:.1f} GFLOP/s, "
              f"narrow ({r['batch'] * cfg.seq_len}x{cfg.d_model})x({cfg.d_model}x{cfg.d_model}) "
              f"fp32 {ceil['narrow_fp32']:.1f} / bf16 {ceil['narrow_bf16']:.1f} GFLOP/s",
              "",
-             "| path | mode | median s | samples/s | speedup vs ref | GFLOP/s | % narrow fp32 | % 2048^3 fp32 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| path | mode | median s | samples/s | speedup vs ref | GFLOP/s | % narrow fp32 | % 2048^3 fp32 "
+             "| best s | speedup (best) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for mode, mult in (("train", 3), ("infer", 1)):
         for key in r["variants"]:
             t = med[(key, mode)]
             gf = mult * r["flops"] / t / 1e9
             lines.append(f"| {key} | {mode} | {t:.3f} | {r['batch'] / t:.1f} | {med[('ref', mode)] / t:.2f}x | "
-                         f"{gf:.1f} | {100 * gf / ceil['narrow_fp32']:.0f}% | {100 * gf / ceil['mm2048_fp32']:.0f}% |")
+                         f"{gf:.1f} | {100 * gf / ceil['narrow_fp32']:.0f}% | {100 * gf / ceil['mm2048_fp32']:.0f}% | "
+                         f"{best[(key, mode)]:.3f} | {best[('ref', mode)] / best[(key, mode)]:.2f}x |")
     lines.append(f"\nbf16 autocast accuracy: max |logit_bf16 - logit_fp32| / max |logit_fp32| = {r['bf16_rel_err']:.2e}")
     if r["compile_s"] is not None:
         lines.append(f"torch.compile: first inference + first train step took {r['compile_s']:.0f} s (compile)")
