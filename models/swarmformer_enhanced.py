@@ -373,20 +373,22 @@ def _build(defaults: dict, overrides: dict) -> EnhancedSwarmFormer:
 
 @register_model(tags=("swarmformer", "swarmformer_enhanced"))
 def swarmformer_enhanced_small(**overrides) -> EnhancedSwarmFormer:
-    """All seven changes on; D=128, 2 layers, L=256, S=8 (C=32, 16), T_local=3, 4 heads x 32, window +-16."""
+    """All seven changes on; D=128, 2 layers, L=256, S=8 (C=32, 16), T_local=3, 4 heads x 32, window +-16
+    (4,509,962 parameters)."""
     return _build(_SMALL, overrides)
 
 
 @register_model(tags=("swarmformer", "swarmformer_enhanced"))
 def swarmformer_enhanced_base(**overrides) -> EnhancedSwarmFormer:
-    """All seven changes on; D=192, 2 layers, L=768, S=4 (C=192, 96), T_local=3, 6 heads x 32, window +-16."""
+    """All seven changes on; D=192, 2 layers, L=768, S=4 (C=192, 96), T_local=3, 6 heads x 32, window +-16
+    (7,253,390 parameters)."""
     return _build(_BASE, overrides)
 
 
 @register_model(tags=("swarmformer", "swarmformer_enhanced", "ablation"))
 def swarmformer_enhanced_small_all_off(**overrides) -> EnhancedSwarmFormer:
     """Every switch off: the original SwarmFormer Small computation, made padding-aware (attn_dropout as the
-    original's 0.4, so training matches it too)."""
+    original's 0.4, so training matches it too); 4,302,850 parameters, as swarmformer_small."""
     return _build({**_SMALL, **_ALL_OFF, "attn_dropout": 0.4}, overrides)
 
 

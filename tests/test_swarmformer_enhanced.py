@@ -313,6 +313,7 @@ def test_long_input_keeps_parameters_and_routes_block_locally():
     assert model(ids).shape == (1, 2)
 
 
+@pytest.mark.slow
 def test_imdb_task_trains_with_the_engine_and_anneal_callback(tmp_path):
     from pipelines.common.engine import TrainConfig, fit
     from tasks import get_task

@@ -82,7 +82,8 @@ class GumbelRouter(nn.Module):
         self.cluster_emb = nn.Parameter(torch.randn(num_clusters, dim))  # unit-variance logits after 1/sqrt(D)
         self.scale = dim**-0.5
 
-    def assignment(self, x: torch.Tensor, mask: torch.Tensor | None, *, tau: torch.Tensor | float = 1.0) -> torch.Tensor:
+    def assignment(self, x: torch.Tensor, mask: torch.Tensor | None, *,
+                   tau: torch.Tensor | float = 1.0) -> torch.Tensor:
         """(B, nb, Lb, C) assignment rows, zero on PAD tokens."""
         B, L, D = x.shape
         if L % self.block:
