@@ -77,6 +77,7 @@ def train_one(name: str, params: dict, *, data_dir: Path = TOKENIZED_DIR, out_ro
     run_file.write_text(json.dumps({"run_id": tracker.run_id, "model": name, "seed": params["seed"]}) + "\n")
     if not previous:
         tracker.log_params({"model": {"name": name, **asdict(model.cfg)}, "profile": params["profile"],
+                            "augment": params.get("augment", {}),
                             "data": {"seq_len": meta["seq_len"], "train_rows": len(train_ds), "val_rows": len(val_ds)}})
     print(f"train {name}: {model.get_num_params():,} parameters, {len(train_ds)} train / {len(val_ds)} val "
           f"reviews at seq_len {seq_len}, profile {params['profile']}", flush=True)
