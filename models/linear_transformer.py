@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.encoder import EncoderClassifier, EncoderConfig, build_config
-from models.layers import MultiHeadSelfAttention
+from models.layers import PatternSelfAttention
 from models.registry import register_model
 
 
@@ -27,7 +27,7 @@ class LinearTransformerConfig(EncoderConfig):
 
 class LinearTransformer(EncoderClassifier):
     def __init__(self, cfg: LinearTransformerConfig):
-        super().__init__(cfg, lambda c: MultiHeadSelfAttention(
+        super().__init__(cfg, lambda c: PatternSelfAttention(
             c.d_model, num_heads=c.num_heads, pattern="linear", eps=c.eps))
 
 

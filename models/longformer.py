@@ -3,7 +3,7 @@
 Each token attends to the ``window_one_sided`` = w tokens on each side (2w+1 keys); with
 ``global_first`` the first token attends to every token and every token attends to it (the [CLS]
 pattern of the paper's classification setup). Memory and time O(L * w) (chunked, see
-``models.layers.attention.sliding_chunks_attention``). One set of projections serves the local and the
+``models.layers.attention_patterns.sliding_chunks_attention``). One set of projections serves the local and the
 global attention (the paper adds a second set Qg, Kg, Vg for global attention; left out so that every
 baseline has the same parameter count at equal width and depth).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.encoder import EncoderClassifier, EncoderConfig, build_config
-from models.layers import MultiHeadSelfAttention
+from models.layers import PatternSelfAttention
 from models.registry import register_model
 
 
@@ -26,7 +26,7 @@ class LongformerConfig(EncoderConfig):
 
 class Longformer(EncoderClassifier):
     def __init__(self, cfg: LongformerConfig):
-        super().__init__(cfg, lambda c: MultiHeadSelfAttention(
+        super().__init__(cfg, lambda c: PatternSelfAttention(
             c.d_model, num_heads=c.num_heads, pattern="sliding_chunks", dropout=c.dropout,
             window_one_sided=c.window_one_sided, global_first=c.global_first))
 

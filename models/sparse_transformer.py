@@ -3,7 +3,7 @@
 Positions are cut into blocks of ``block`` = l; the last ``summary`` = c positions of each block are its
 summary. Query i attends to every key of its own block and to every summary key of every block
 (``j // l == i // l or j mod l >= l - c``). Computed as block-local attention joined with attention to
-the gathered summary keys inside one softmax (see ``models.layers.attention.fixed_sparse_attention``):
+the gathered summary keys inside one softmax (see ``models.layers.attention_patterns.fixed_sparse_attention``):
 memory O(L * l) plus a fixed chunk of scores, time O(L * (l + c * L / l)). With l = 32, c = 4 the
 second term is L/8 keys per query: 8x fewer than full attention, still quadratic for very long inputs
 (Child et al. take l ~ sqrt(L)).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.encoder import EncoderClassifier, EncoderConfig, build_config
-from models.layers import MultiHeadSelfAttention
+from models.layers import PatternSelfAttention
 from models.registry import register_model
 
 
@@ -32,7 +32,7 @@ class SparseTransformerConfig(EncoderConfig):
 
 class SparseTransformer(EncoderClassifier):
     def __init__(self, cfg: SparseTransformerConfig):
-        super().__init__(cfg, lambda c: MultiHeadSelfAttention(
+        super().__init__(cfg, lambda c: PatternSelfAttention(
             c.d_model, num_heads=c.num_heads, pattern="fixed_sparse", dropout=c.dropout,
             block=c.block, summary=c.summary))
 

@@ -6,8 +6,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import models
-from models.layers import attention_reference as ref
-from models.layers.attention import (
+from models.layers import attention_patterns_reference as ref
+from models.layers.attention_patterns import (
     fixed_sparse_attention,
     full_attention,
     linear_attention,

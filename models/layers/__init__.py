@@ -1,6 +1,6 @@
 """Reusable blocks shared by architectures (attention, masks, windows, clustering, set blocks)."""
-from models.layers.attention import (
-    MultiHeadSelfAttention,
+from models.layers.attention_patterns import (
+    PatternSelfAttention,
     fixed_sparse_attention,
     full_attention,
     linear_attention,
@@ -12,7 +12,7 @@ from models.layers.transformer import FeedForward, PreLNBlock, masked_mean, sinu
 __all__ = [
     "FeedForward",
     "GateNet",
-    "MultiHeadSelfAttention",
+    "PatternSelfAttention",
     "PreLNBlock",
     "fixed_sparse_attention",
     "full_attention",

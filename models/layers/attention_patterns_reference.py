@@ -1,4 +1,4 @@
-"""Slow, obviously correct oracles for the attention patterns in ``attention.py``.
+"""Slow, obviously correct oracles for the attention patterns in ``attention_patterns.py``.
 
 Each pattern is an explicit (L, L) bool matrix (True = query i may attend to key j), combined with the
 key mask and fed to one dense masked softmax. O(L^2): for tests only.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from models.layers.attention import elu_feature_map
+from models.layers.attention_patterns import elu_feature_map
 
 
 def sliding_window_pattern(L: int, *, window_one_sided: int, global_first: bool = True, device=None) -> torch.Tensor:

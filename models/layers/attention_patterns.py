@@ -2,7 +2,7 @@
 
 Every module maps ``x (B, L, D)`` and a key mask ``(B, L)`` (bool, True = real token; None = all real)
 to ``(B, L, D)``. The patterns are written as functions of per-head ``q, k, v (B, H, L, Dh)`` so the
-tests can compare each against the dense oracles in ``models/layers/attention_reference.py``.
+tests can compare each against the dense oracles in ``models/layers/attention_patterns_reference.py``.
 
 Conventions shared by the fast kernels (after allenai/longformer ``sliding_chunks.py``): scores are
 computed in the input dtype, then masked with ``-finfo(float32).max`` and soft-maxed in float32; a
@@ -127,7 +127,9 @@ def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, 
     s_block = torch.arange(n, device=q.device).repeat_interleave(c)  # (M,): block of each summary key
 
     step = max(1, max_chunk_elems // max(1, B * H * S * (S + M)))  # query blocks per chunk
-    outs = []
+    # Written in place: small per-chunk outputs kept between the large freed score buffers fragment the
+    # glibc heap (measured: 4.7 GB peak RSS instead of 0.2 GB at L = 65536).
+    out = q.new_empty(B, H, n, S, Dh)
     for s in range(0, n, step):
         e = min(n, s + step)
         local = torch.einsum("bhnqd,bhnkd->bhnqk", qb[:, :, s:e], kb[:, :, s:e])  # (B, H, n', S, S): in-block
@@ -137,9 +139,9 @@ def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, 
         summ_ok = s_valid[:, None, None, None, :] & other[None, None, :, None, :]  # (B, 1, n', 1, M)
         probs = _masked_softmax(torch.cat([local, summ], dim=-1), torch.cat([local_ok, summ_ok], dim=-1))
         probs = F.dropout(probs, dropout_p, training).to(v.dtype)  # (B, H, n', S, S + M)
-        out = torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
-        outs.append(out + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs))
-    return torch.cat(outs, dim=2).reshape(B, H, n * S, Dh)[:, :, :L]  # (B, H, L, Dh)
+        out[:, :, s:e] = (torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
+                          + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs))
+    return out.view(B, H, n * S, Dh)[:, :, :L]  # (B, H, L, Dh)
 
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -164,7 +166,7 @@ def linear_attention(q, k, v, key_mask=None, *, eps: float = 1e-6):
     return (num / (den[..., None] + eps)).to(dtype)
 
 
-class MultiHeadSelfAttention(nn.Module):
+class PatternSelfAttention(nn.Module):
     """Projections around one of the patterns above: ``qkv`` (D -> 3D), the pattern per head, ``proj`` (D -> D).
 
     Args:
