@@ -5,6 +5,7 @@ Tags with a meaning for every model: ``ignores_mask`` = the model's output depen
 """
 from models.registry import add_tags, create_model, list_models, model_entry, register_model
 from models import swarmformer  # noqa: F401  (registers swarmformer_*)
+from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
 from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see

@@ -1,6 +1,6 @@
 """Stage `tokenize`: bert-base-uncased WordPiece over every split -> fixed-length uint16 ids + lengths.
 
-Reads ``data/prepared`` shards, writes ``data/tokenized/{split}-NNN.parquet`` with columns
+Reads ``data/augmented`` shards (the prepared splits, train augmented), writes ``data/tokenized/{split}-NNN.parquet`` with columns
 ``uid``, ``input_ids`` (list<uint16> of exactly ``seq_len``), ``length`` and ``label``, and ``meta.json``.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pipelines.common.progress import progress
 from tasks.text_data import read_parquet_checked
 from tasks.tokenization import PAD_ID, build_wordpiece, vocab_sha256
 
-IN_DIR = DATA_DIR / "prepared"
+IN_DIR = DATA_DIR / "augmented"
 OUT_DIR = DATA_DIR / "tokenized"
 CHUNK = 4096  # reviews per encode_batch call: large enough to keep the Rust thread pool busy
 
@@ -78,7 +78,7 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
         raise SwarmlabError(f"vocabulary of {vocab_size} tokens does not fit uint16 ids")
     meta_in = json.loads((in_dir / "meta.json").read_text()) if (in_dir / "meta.json").is_file() else None
     if meta_in is None:
-        raise SwarmlabError(f"{in_dir / 'meta.json'} is missing: run the prepare stage first (dvc repro prepare)")
+        raise SwarmlabError(f"{in_dir / 'meta.json'} is missing: run the augment stage first (dvc repro augment)")
     t0, total = time.perf_counter(), 0
     meta = {"seq_len": seq_len, "vocab": str(vocab_path), "vocab_sha256": vocab_sha256(vocab_path),
             "vocab_size": vocab_size, "pad_id": PAD_ID, "cls_id": tokenizer.token_to_id("[CLS]"),

@@ -186,7 +186,7 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
             batches = batches[: cfg.max_batches_per_epoch]
         seen = 0
         bar = progress(batches, desc=f"{desc}epoch {epoch}/{cfg.max_epochs}")
-        for idx in bar:
+        for step, idx in enumerate(bar):
             batch = _to_device(train_data.get_batch(idx), device)
             with _autocast(device, cfg.amp):
                 out = task.forward(model, batch)
@@ -200,7 +200,7 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
             optimizer.step()
             meter.update(out.detach().float(), batch, loss.detach())
             seen += len(idx)
-            if bar.n % 10 == 0:
+            if step % 10 == 0 and not bar.disable:
                 bar.set_postfix(loss=f"{loss.item():.4f}")
         if device.type == "cuda":
             torch.cuda.synchronize(device)

@@ -9,6 +9,9 @@ Layout::
 
 ``defaults`` is the schema: a profile may only set keys that exist there, with a value of the same
 type (an int is accepted where a float is expected). A key whose default is ``{}`` is free-form.
+
+A top-level key named like a section of ``defaults`` (``train:``, ``augment:``) overrides every profile,
+last: ``dvc exp run -S train.lr=1e-3`` or ``-S augment.enabled=false`` work whatever the profile.
 """
 from __future__ import annotations
 
@@ -72,12 +75,13 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
         raise SwarmlabError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise SwarmlabError(f"{path} must be a mapping at the top level")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
-    if unknown:
-        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS)}")
     defaults = raw.get("defaults")
     if not isinstance(defaults, dict):
         raise SwarmlabError(f"{path}: a 'defaults' mapping is required")
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(defaults))
+    if unknown:
+        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS | set(defaults))}")
+    top_overrides = {k: v for k, v in raw.items() if k in defaults and k not in TOP_LEVEL_KEYS}
     profiles = raw.get("profiles") or {}
     name = profile or raw.get("profile")
     if name is None:
@@ -86,6 +90,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
         if name not in profiles:
             raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
         resolved = _merge(defaults, profiles[name] or {}, "", f"{path} (profile {name!r})")
+    resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
     resolved["profile"] = name
     resolved["paths"] = raw.get("paths") or {}
     return resolved

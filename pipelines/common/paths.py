@@ -9,9 +9,12 @@ from pipelines.common.errors import SwarmlabError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
-DATA_DIR = REPO_ROOT / "data"
-OUTPUTS_DIR = REPO_ROOT / "outputs"
-REPORTS_DIR = REPO_ROOT / "reports"
+# Where stages read and write data/, outputs/, reports/: the repo root, or $SWARMLAB_WORKDIR
+# (a scratch workspace for tests and side experiments that must not touch the DVC-tracked folders).
+WORK_ROOT = Path(os.environ["SWARMLAB_WORKDIR"]).resolve() if os.environ.get("SWARMLAB_WORKDIR") else REPO_ROOT
+DATA_DIR = WORK_ROOT / "data"
+OUTPUTS_DIR = WORK_ROOT / "outputs"
+REPORTS_DIR = WORK_ROOT / "reports"
 
 
 def resolve(path: str | os.PathLike, base: Path = REPO_ROOT) -> Path:

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    """``fc2(Dropout(GELU(fc1(x))))``: Linear(D, hidden) -> GELU -> Dropout -> Linear(hidden, D).
+
+    Args:
+        dim: input and output width D.
+        hidden: inner width (the original SwarmFormer uses D).
+        dropout: dropout on the hidden activations.
+    """
+
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.drop(F.gelu(self.fc1(x))))

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create (or update) the project's virtual environment in .venv with the pinned stack.
+# torch==2.13.0 resolves to the local CPU wheel through $PIP_FIND_LINKS where the machine provides one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]' \
+  --config-settings editable_mode=compat 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import torch, ray, mlflow, dvc, optuna, nltk, tokenizers; print('stack ok: torch', torch.__version__)"

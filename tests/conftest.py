@@ -1,0 +1,117 @@
+"""Shared fixtures: tiny generated IMDB data in every upstream layout, tiny params, an isolated MLflow store."""
+from __future__ import annotations
+
+import copy
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = Path(os.environ.get("SWARMLAB_DATASETS", REPO_ROOT.parent / "shared" / "datasets")).resolve()
+
+POSITIVE = ["A wonderful film, truly great acting.", "I loved it! Best movie of the year.",
+            "Brilliant and moving. Café scenes were superb.", "Great fun, would watch again.",
+            "An excellent cast and a clever story.", "Beautiful, touching and funny."]
+NEGATIVE = ["A terrible film, truly awful acting.", "I hated it. Worst movie of the year.",
+            "Boring and dull. The plot made no sense.", "Bad fun, would never watch again.",
+            "A poor cast and a stupid story.", "Ugly, tedious and unfunny."]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path, monkeypatch):
+    """No test writes to the repo's MLflow store or shows progress bars."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlruns.db'}")
+    monkeypatch.setenv("SWARMLAB_PROGRESS", "0")
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
+
+
+def reviews(n_per_label: int) -> list[dict]:
+    """``n_per_label`` positive and negative synthetic reviews (label, rating, review_id, text)."""
+    out = []
+    for label, pool, ratings in ((0, NEGATIVE, (1, 2, 3, 4)), (1, POSITIVE, (7, 8, 9, 10))):
+        for i in range(n_per_label):
+            text = " ".join(pool[(i + j) % len(pool)] for j in range(1 + i % 4)) + f" Review number {i}."
+            out.append({"text": text, "label": label, "rating": ratings[i % 4], "review_id": i})
+    return out
+
+
+def write_parquet_folder(folder: Path, n_per_label: int = 20, *, text_type=pa.string(), mutate=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        rows = reviews(n_per_label)
+        if mutate:
+            mutate(split, rows)
+        texts = [r["text"] if text_type == pa.string() or isinstance(r["text"], bytes) else r["text"].encode() for r in rows]
+        table = pa.table({"text": pa.array(texts, type=text_type), "label": pa.array([r["label"] for r in rows], pa.int8()),
+                          "rating": pa.array([r["rating"] for r in rows], pa.int8()),
+                          "review_id": pa.array([r["review_id"] for r in rows], pa.int32())})
+        pq.write_table(table, folder / f"imdb_{split}.parquet")
+    return folder
+
+
+def acl_members(n_per_label: int = 5) -> dict[str, bytes]:
+    files = {"aclImdb/README": b"readme", "aclImdb/imdb.vocab": b"the\n"}
+    for split in ("train", "test"):
+        for r in reviews(n_per_label):
+            pol = "pos" if r["label"] else "neg"
+            files[f"aclImdb/{split}/{pol}/{r['review_id']}_{r['rating']}.txt"] = r["text"].encode()
+        files[f"aclImdb/{split}/unsup/0_0.txt"] = b"unlabelled text"
+    return files
+
+
+def write_acl_folder(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root / "aclImdb"
+
+
+def write_acl_tarball(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def imdb_parquet(tmp_path) -> Path:
+    return write_parquet_folder(tmp_path / "imdb")
+
+
+TINY_PARAMS = {
+    "profile": "test",
+    "paths": {"datasets": str(SHARED_DATASETS)},
+    "seed": 0,
+    "task": "imdb",
+    "prepare": {"source": "", "val_fraction": 0.2, "max_train": 0, "max_test": 0, "shards": 2},
+    "tokenize": {"vocab": "bert_vocab/bert-base-uncased-vocab.txt", "seq_len": 32},
+    "train": {"models": ["swarmformer_small"], "model_overrides": {"d_model": 16, "seq_len": 32, "cluster_size": 4, "dropout": 0.1},
+              "batch_size": 8, "lr": 1e-3, "weight_decay": 0.01, "max_epochs": 2, "patience": 0, "grad_clip": 1.0,
+              "max_batches_per_epoch": 0, "time_budget_s": 0.0, "device": "cpu", "amp": False, "num_threads": 0},
+    "evaluate": {"batch_size": 16, "warmup_batches": 1},
+}
+
+
+@pytest.fixture
+def tiny_params(imdb_parquet) -> dict:
+    params = copy.deepcopy(TINY_PARAMS)
+    params["prepare"]["source"] = str(imdb_parquet)
+    return params
+
+
+@pytest.fixture
+def tiny_tokenized(tiny_params, tmp_path) -> Path:
+    """A prepared + tokenized tiny IMDB in tmp_path/data; returns the tokenized folder."""
+    from pipelines.prepare import prepare
+    from pipelines.tokenize import tokenize
+
+    prepare(tiny_params, tmp_path / "data" / "prepared")
+    tokenize(tiny_params, tmp_path / "data" / "prepared", tmp_path / "data" / "tokenized")
+    return tmp_path / "data" / "tokenized"

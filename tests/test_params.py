@@ -1,0 +1,70 @@
+import pytest
+
+from pipelines.common.errors import SwarmlabError
+from pipelines.common.params import load_params, validate_all
+
+BASE = """
+profile: a
+paths: {datasets: ../shared/datasets}
+defaults:
+  seed: 0
+  train: {lr: 0.001, max_epochs: 2, amp: false, models: [m], model_overrides: {}}
+profiles:
+  a: {train: {max_epochs: 5}}
+  b: {train: {lr: 1, model_overrides: {dropout: 0.1, anything: [1, 2]}}}
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_profile_merges_over_defaults(tmp_path):
+    path = write(tmp_path, BASE)
+    a = load_params(path)
+    assert a["profile"] == "a" and a["train"]["max_epochs"] == 5 and a["train"]["lr"] == 0.001
+    b = load_params(path, "b")
+    assert b["train"]["lr"] == 1  # an int where a float is expected is fine
+    assert b["train"]["model_overrides"] == {"dropout": 0.1, "anything": [1, 2]}  # free-form mapping
+    assert validate_all(path) == ["a", "b"]
+
+
+def test_top_level_section_overrides_every_profile(tmp_path):
+    path = write(tmp_path, BASE + "train: {max_epochs: 9}\n")
+    assert load_params(path, "a")["train"]["max_epochs"] == 9
+    assert load_params(path, "b")["train"]["max_epochs"] == 9
+
+
+@pytest.mark.parametrize("profiles, message", [
+    ("  a: {train: {lrr: 1.0}}", r"unknown key 'train.lrr'; known keys here: amp, lr, max_epochs"),
+    ("  a: {trian: {}}", r"unknown key 'trian'"),
+    ("  a: {train: {max_epochs: '3'}}", r"train.max_epochs must be a int .*got string '3'"),
+    ("  a: {train: {amp: 1}}", r"train.amp must be a bool"),
+    ("  a: {train: {lr: fast}}", r"train.lr must be a float"),
+    ("  a: {train: {models: m}}", r"train.models must be a list"),
+])
+def test_bad_params_are_one_line_errors(tmp_path, profiles, message):
+    text = BASE.split("profiles:")[0] + "profiles:\n" + profiles + "\n"
+    with pytest.raises(SwarmlabError, match=message) as info:
+        load_params(write(tmp_path, text))
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_profile_and_top_level_key(tmp_path):
+    path = write(tmp_path, BASE)
+    with pytest.raises(SwarmlabError, match=r"unknown profile 'gpu'; choose one of \['a', 'b'\]"):
+        load_params(path, "gpu")
+    with pytest.raises(SwarmlabError, match=r"unknown top-level key\(s\) \['trainn'\]"):
+        load_params(write(tmp_path, BASE + "trainn: {}\n"))
+
+
+def test_repo_params_resolve_for_every_profile():
+    names = validate_all()
+    assert {"smoke", "cpu", "paper"} <= set(names)
+    paper = load_params(profile="paper")
+    assert paper["train"]["batch_size"] == 48 and paper["train"]["lr"] == 4.74e-4
+    assert paper["train"]["weight_decay"] == 0.0381 and paper["train"]["max_epochs"] == 20
+    assert paper["train"]["patience"] == 5 and paper["train"]["model_overrides"]["dropout"] == 0.4
+    assert set(paper["train"]["models"]) == {"swarmformer_small", "swarmformer_base"}

@@ -1,0 +1,70 @@
+"""`dvc exp run -S profile=smoke` end to end in a temporary copy of the repository, tracked in MLflow."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, SHARED_DATASETS
+
+pytestmark = pytest.mark.slow
+
+
+def copy_repo(dest: Path) -> Path:
+    """The working tree's tracked and untracked-but-not-ignored files, as a fresh one-commit git repo."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\n")
+    for name in filter(None, files):
+        src = REPO_ROOT / name
+        if src.is_file() and not name.startswith(("data/", "reports/")) and name != "dvc.lock":
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
+        subprocess.run(cmd, cwd=dest, check=True, env=env)
+    return dest
+
+
+def test_smoke_profile_through_dvc(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    db = tmp_path / "mlruns.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1", "SWARMLAB_PROGRESS": "0",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SWARMLAB_WORKDIR", None)
+    dvc = [sys.executable, "-m", "dvc"]
+    proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for stage in ("prepare", "tokenize", "train", "evaluate"):
+        assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
+    evaluation = json.loads((repo / "reports" / "evaluate" / "metrics.json").read_text())["swarmformer_small"]
+    assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
+    assert evaluation["latency_ms_p95"] >= evaluation["latency_ms_p50"] > 0 and evaluation["throughput_samples_per_s"] > 0
+    assert sum(map(sum, evaluation["confusion_matrix"])) == 400
+    training = json.loads((repo / "reports" / "train" / "metrics.json").read_text())["swarmformer_small"]
+    assert training["epochs"] == 2 and training["num_params"] == evaluation["num_params"]
+    assert (repo / "reports" / "train" / "history" / "swarmformer_small.csv").is_file()
+    assert (repo / "reports" / "evaluate" / "plots" / "confusion_swarmformer_small.png").is_file()
+    assert (repo / "dvc.lock").is_file()
+
+    status = subprocess.run([*dvc, "status"], cwd=repo, env=env, capture_output=True, text=True)
+    assert "up to date" in status.stdout, status.stdout  # the experiment's outputs match its lock file
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("imdb")
+    runs = client.search_runs([exp.experiment_id])
+    assert [r.info.run_name for r in runs] == ["swarmformer_small-seed0"]
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert {"val_accuracy", "train_loss", "test_accuracy", "latency_ms_p50", "peak_memory_mb"} <= set(run.data.metrics)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2]
+    assert run.data.params["model.d_model"] == "128" and run.data.params["profile"] == "smoke"
+    assert run.data.tags["git_commit"] != "unknown" and run.data.tags["num_params"] == "4302850"
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"training_curve.png", "params_resolved.yaml", "checkpoint", "confusion_swarmformer_small.png"} <= artifacts
+    assert exp.artifact_location.startswith(tmp_path.as_uri())  # beside the database, not under the cwd

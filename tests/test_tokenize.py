@@ -1,0 +1,84 @@
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.tokenize import encode_texts
+from tasks.text_data import TokenizedTextDataset
+from tasks.tokenization import BERT_UNCASED_VOCAB_SHA256, build_wordpiece, vocab_sha256
+from tests.conftest import SHARED_DATASETS
+from tests.reference_bert_tokenizer import encode as reference_encode
+
+VOCAB = SHARED_DATASETS / "bert_vocab" / "bert-base-uncased-vocab.txt"
+
+TRICKY = [
+    "Hello, World!", "Café au lait — naïve résumé", "unaffable", "I didn't like it...<br /><br />At ALL!!",
+    "数学 and 中文 mixed", "tab\tnew\nline\r\x00ctrl\x07", "a" * 150, "$5.99 (2 for 1) @home #win 100%",
+    "Ünïcödé ÅNGSTRÖM Œuvre", "emoji 🙂 and ☃ snow", "   leading and trailing   ",
+]
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return {line.rstrip("\n"): i for i, line in enumerate(VOCAB.open(encoding="utf-8"))}
+
+
+def test_shipped_vocab_is_bert_base_uncased():
+    assert vocab_sha256(VOCAB) == BERT_UNCASED_VOCAB_SHA256
+
+
+def test_special_ids_and_known_pieces(vocab):
+    tok = build_wordpiece(VOCAB, seq_len=12)
+    enc = tok.encode("Hello, World! unaffable")
+    assert enc.tokens[:9] == ["[CLS]", "hello", ",", "world", "!", "una", "##ffa", "##ble", "[SEP]"]
+    assert enc.ids[0] == 101 and enc.ids[8] == 102 and enc.ids[9:] == [0, 0, 0]
+
+
+def test_matches_a_slow_reference_on_tricky_and_real_text(vocab):
+    real = pq.read_table(SHARED_DATASETS / "imdb" / "imdb_test.parquet", columns=["text"]).column("text").to_pylist()
+    texts = TRICKY + real[::250]  # 100 real reviews spread over both labels
+    for seq_len in (16, 64, 512):
+        tok = build_wordpiece(VOCAB)
+        tok.enable_truncation(max_length=seq_len)
+        ids, lengths = encode_texts(tok, texts, seq_len)
+        for i, text in enumerate(texts):
+            expected = reference_encode(text, vocab, seq_len)
+            assert lengths[i] == len(expected), text[:60]
+            assert ids[i, : lengths[i]].tolist() == expected, text[:60]
+            assert (ids[i, lengths[i]:] == 0).all()
+
+
+def test_prefix_cut_is_exact_for_long_texts(vocab):
+    """Texts longer than the character cap: exact whether the prefix suffices or must be redone."""
+    long_words = "x" * 40 + " " + "supercalifragilistic " * 200  # few tokens per character
+    many_short = ". " * 5000  # one token per two characters: the 5*L char prefix holds >= L tokens
+    tok = build_wordpiece(VOCAB)
+    tok.enable_truncation(max_length=64)
+    ids, lengths = encode_texts(tok, [long_words, many_short], 64)
+    for i, text in enumerate([long_words, many_short]):
+        assert ids[i, : lengths[i]].tolist() == reference_encode(text, vocab, 64)
+
+
+def test_retruncation_equals_tokenizing_shorter(tiny_tokenized):
+    meta = json.loads((tiny_tokenized / "meta.json").read_text())
+    assert meta["seq_len"] == 32 and meta["pad_id"] == 0 and meta["sep_id"] == 102
+    full = TokenizedTextDataset.from_parquet(tiny_tokenized, "train")
+    short = full.truncated(12)
+    tok = build_wordpiece(VOCAB)
+    tok.enable_truncation(max_length=12)
+    texts = []
+    for shard in sorted((tiny_tokenized.parent / "prepared").glob("train-*.parquet")):
+        texts += pq.read_table(shard, columns=["text"]).column("text").to_pylist()
+    ids, lengths = encode_texts(tok, texts, 12)
+    assert np.array_equal(short.input_ids.numpy(), ids.astype(np.int32))
+    assert np.array_equal(short.lengths.numpy(), lengths.astype(np.int64))
+    batch = short.get_batch(__import__("torch").arange(3))
+    assert batch["attention_mask"].sum(1).tolist() == lengths[:3].tolist()
+
+
+def test_model_longer_than_tokenized_is_a_clear_error(tiny_tokenized):
+    from pipelines.common.errors import SwarmlabError
+
+    with pytest.raises(SwarmlabError, match="raise tokenize.seq_len to at least 64"):
+        TokenizedTextDataset.from_parquet(tiny_tokenized, "val").truncated(64)
