@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.attention import masked_sdpa
+
 _NEG = -torch.finfo(torch.float32).max  # fill for masked scores; softmax runs in float32
 
 
@@ -42,15 +44,8 @@ def full_attention(q, k, v, key_mask=None, *, dropout_p: float = 0.0, training: 
         return torch.einsum("bhqk,bhkd->bhqd", probs.to(v.dtype), v)  # (B, H, L, Dh)
     if impl != "sdpa":
         raise ValueError(f"full_attention impl must be 'sdpa' or 'dense', got {impl!r}")
-    if key_mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p if training else 0.0)
-    # SDPA returns NaN for a query with no allowed key: let fully padded sequences attend everywhere,
-    # then zero their output.
-    has_key = key_mask.any(dim=-1)  # (B,)
-    safe = key_mask | ~has_key[:, None]  # (B, L)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe[:, None, None, :],
-                                         dropout_p=dropout_p if training else 0.0)  # (B, H, L, Dh)
-    return out * has_key[:, None, None, None].to(out.dtype)
+    # masked_sdpa guards fully padded sequences (SDPA alone gives NaN there): their output is 0.
+    return masked_sdpa(q, k, v, key_mask=key_mask, dropout_p=dropout_p if training else 0.0)  # (B, H, L, Dh)
 
 
 def sliding_chunks_attention(q, k, v, key_mask=None, *, window_one_sided: int, global_first: bool = True,
