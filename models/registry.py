@@ -5,6 +5,7 @@ stage and a test all mean the same thing by the same name.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field
 from typing import Callable
@@ -56,3 +57,9 @@ def list_models(kind: str | None = None) -> list[str]:
 
 def model_entry(name: str) -> ModelEntry:
     return _entry(name)
+
+
+def add_tags(name: str, *tags: str) -> None:
+    """Add ``tags`` to the registered model ``name`` (for a property stated outside the model's own file)."""
+    entry = _entry(name)
+    _REGISTRY[name] = dataclasses.replace(entry, tags=entry.tags | frozenset(tags))

@@ -1,4 +1,23 @@
 """Reusable blocks shared by architectures (attention, masks, windows, clustering, set blocks)."""
+from models.layers.attention_patterns import (
+    PatternSelfAttention,
+    fixed_sparse_attention,
+    full_attention,
+    linear_attention,
+    sliding_chunks_attention,
+)
 from models.layers.gates import GateNet
+from models.layers.transformer import FeedForward, PreLNBlock, masked_mean, sinusoidal_positions
 
-__all__ = ["GateNet"]
+__all__ = [
+    "FeedForward",
+    "GateNet",
+    "PatternSelfAttention",
+    "PreLNBlock",
+    "fixed_sparse_attention",
+    "full_attention",
+    "linear_attention",
+    "masked_mean",
+    "sinusoidal_positions",
+    "sliding_chunks_attention",
+]

@@ -1,0 +1,488 @@
+"""Peak memory and time of one inference forward pass versus sequence length N (seed 000, Figure 3).
+
+For every model spec and every N in ``memory_scaling.tokens`` (params.yaml, profile-aware) a fresh
+subprocess builds the model with ``seq_len=N``, runs one untimed warm-up forward on ``warmup_tokens``
+tokens (loads kernels and thread pools, whose one-off allocations would otherwise count as the
+forward's), returns freed memory to the OS (``malloc_trim``), then measures ONE forward of a batch of
+``batch_size`` random sequences of N tokens in eval mode under ``torch.no_grad()``:
+
+* CPU: ``baseline`` = VmRSS just before the forward, after resetting the peak (``/proc/self/clear_refs``
+  = 5, Linux); ``peak`` = VmHWM after it; ``increment = peak - baseline`` is the memory the forward
+  itself needs (activations and temporaries; the weights and the ~0.3 GB of Python + libtorch are in
+  the baseline). Time: ``time.perf_counter`` around the forward.
+* CUDA: ``baseline`` = ``torch.cuda.memory_allocated()`` (weights + inputs), ``peak`` =
+  ``torch.cuda.max_memory_allocated()`` after ``reset_peak_memory_stats``; time from CUDA events.
+
+The goals are checked against ``increment``. Points whose model would materialize an N^2 score matrix
+larger than ``mem_cap_gb`` are not run: their predicted size is reported instead (status
+``over_cap``). A point that exceeds ``timeout_s`` is killed and reported as ``timeout``; the longer
+inputs of that model are then ``skipped`` (reported, not hidden). Per model, the growth exponents are
+least-squares slopes of log(increment) and log(time) against log(N) over the ``ok`` points with
+N >= ``fit_min_tokens`` (small-N memory is dominated by allocator granularity).
+
+Writes ``results.json`` (every point), ``metrics.json`` (exponents and goals), ``table.md`` and
+``memory_scaling.png`` to ``reports/memory_scaling/`` (or ``--out``).
+
+    python benchmarks/memory_scaling.py                       # the active profile (params.yaml)
+    python benchmarks/memory_scaling.py --profile smoke
+    python benchmarks/memory_scaling.py --models transformer "swarmformer_small cluster_size=8" --tokens 1024 4096
+
+A model spec is a registry name followed by ``key=value`` overrides (values parsed as YAML).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run as a script: make `models` and `pipelines` importable
+    sys.path.insert(0, str(REPO_ROOT))
+
+import yaml  # noqa: E402
+
+from pipelines.common.errors import SwarmlabError, atomic_dir, cli  # noqa: E402
+from pipelines.common.paths import REPORTS_DIR, git_commit  # noqa: E402
+
+OUT_DIR = REPORTS_DIR / "memory_scaling"
+GB = 1e9  # goals are in decimal GB, like the seed's "0.74 GB"
+RESULT_PREFIX = "MEMORY_SCALING_RESULT "
+
+
+# ---- model specs -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry name plus config overrides, written ``"name key=value ..."``."""
+
+    name: str
+    overrides: tuple[tuple[str, object], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> "ModelSpec":
+        parts = str(text).split()
+        if not parts:
+            raise SwarmlabError("memory_scaling: an empty model spec; write 'name key=value ...'")
+        overrides = []
+        for part in parts[1:]:
+            key, sep, value = part.partition("=")
+            if not sep or not key:
+                raise SwarmlabError(f"memory_scaling: bad override {part!r} in {text!r}; write key=value")
+            overrides.append((key, yaml.safe_load(value)))
+        return cls(parts[0], tuple(overrides))
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.name, *(f"{k}={v}" for k, v in self.overrides)])
+
+
+# ---- measurement (runs in the child process) --------------------------------------------------------
+
+def _proc_status_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Linux >= 4.0: writing 5 to clear_refs resets VmHWM to the current RSS."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _trim_heap() -> None:
+    """Give freed heap memory back to the OS, so the baseline RSS does not hold the warm-up's temporaries."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def predicted_quadratic_bytes(model, batch_size: int, tokens: int) -> int | None:
+    """Bytes of the N^2-sized tensors alive at once in ``model``'s forward; None when it builds none.
+
+    A model may state its own with ``predicted_attention_bytes(batch_size, seq_len)``. Known cases:
+    full attention with ``attn_impl="dense"`` keeps the scores and their softmax, 2*B*H*N^2 float32;
+    the reference SwarmFormer (no ``fast`` path) keeps the same two (B, C, C) matrices, C = N / S.
+    """
+    own = getattr(model, "predicted_attention_bytes", None)
+    if callable(own):
+        return own(batch_size, tokens)
+    cfg = model.cfg
+    if getattr(cfg, "attn_impl", None) == "dense":
+        return 2 * batch_size * cfg.num_heads * tokens**2 * 4
+    from models.swarmformer import SwarmFormer
+
+    if isinstance(model, SwarmFormer) and not getattr(cfg, "fast", False):
+        clusters = tokens // cfg.cluster_size
+        return 2 * batch_size * clusters**2 * 4
+    return None
+
+
+def measure_point(payload: dict) -> dict:
+    """One (model, N) point, in this process; see the module docstring for what is measured."""
+    import torch
+
+    import models
+
+    spec = ModelSpec(payload["name"], tuple(map(tuple, payload["overrides"])))
+    N, B = payload["tokens"], payload["batch_size"]
+    if payload["num_threads"] > 0:
+        torch.set_num_threads(payload["num_threads"])
+    device = torch.device(payload["device"])
+    torch.manual_seed(0)
+    model = models.create_model(spec.name, **dict(spec.overrides), seq_len=N).eval().to(device)
+    out = {"threads": torch.get_num_threads(), "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+    predicted = predicted_quadratic_bytes(model, B, N)
+    out["predicted_bytes"] = predicted
+    if predicted is not None and predicted > payload["mem_cap_bytes"]:
+        return {**out, "status": "over_cap",
+                "message": f"predicted {_fmt_bytes(predicted)} of N^2 tensors > cap {_fmt_bytes(payload['mem_cap_bytes'])}"}
+    vocab = model.cfg.vocab_size
+    ids = torch.randint(1, vocab, (B, N), device=device)
+    times = []
+    with torch.no_grad():
+        warm = min(payload["warmup_tokens"], N)
+        if warm > 0:
+            model(ids[:, :warm])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            baseline = torch.cuda.memory_allocated(device)
+            for r in range(payload["time_repeats"]):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(ids)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1e3)
+                if r == 0:
+                    peak = torch.cuda.max_memory_allocated(device)
+            measure, hwm_reset = "cuda_max_memory_allocated", True
+        else:
+            _trim_heap()
+            hwm_reset = _reset_peak_rss()
+            baseline = _proc_status_bytes("VmRSS")
+            for r in range(payload["time_repeats"]):
+                t0 = time.perf_counter()
+                model(ids)
+                times.append(time.perf_counter() - t0)
+                if r == 0:
+                    peak = _proc_status_bytes("VmHWM")
+            measure = "process_rss_vmhwm"
+    if baseline is None or peak is None:
+        return {**out, "status": "error", "message": "/proc/self/status is not readable: RSS needs Linux"}
+    return {**out, "status": "ok", "memory_measure": measure, "peak_reset": hwm_reset, "baseline_bytes": baseline,
+            "peak_bytes": peak, "increment_bytes": peak - baseline, "time_s": times[0], "times_s": times}
+
+
+def _child_main(payload_json: str) -> None:
+    result = measure_point(json.loads(payload_json))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+# ---- orchestration (parent process) ----------------------------------------------------------------
+
+def _run_child(spec: ModelSpec, tokens: int, cfg: dict) -> dict:
+    payload = dict(name=spec.name, overrides=[list(kv) for kv in spec.overrides], tokens=tokens,
+                   batch_size=cfg["batch_size"], warmup_tokens=cfg["warmup_tokens"], time_repeats=cfg["time_repeats"],
+                   mem_cap_bytes=int(cfg["mem_cap_gb"] * GB), device=cfg["device"], num_threads=cfg["num_threads"])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(payload)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=cfg["timeout_s"])
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "message": f"no result within {cfg['timeout_s']:g} s (killed)",
+                "child_wall_s": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        why = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+        return {"status": "error", "message": f"{why}: {tail}"[:500], "child_wall_s": wall}
+    return {**json.loads(lines[-1][len(RESULT_PREFIX):]), "child_wall_s": wall}
+
+
+def fit_exponent(tokens: list[int], values: list[float]) -> float | None:
+    """Least-squares slope of log(value) against log(tokens); None with fewer than 2 distinct N."""
+    pairs = [(math.log(n), math.log(v)) for n, v in zip(tokens, values) if v is not None and v > 0]
+    if len({x for x, _ in pairs}) < 2:
+        return None
+    mx = sum(x for x, _ in pairs) / len(pairs)
+    my = sum(y for _, y in pairs) / len(pairs)
+    return sum((x - mx) * (y - my) for x, y in pairs) / sum((x - mx) ** 2 for x, _ in pairs)
+
+
+def fits(points: list[dict], labels: list[str], fit_min_tokens: int) -> dict:
+    out = {}
+    for label in labels:
+        ok = [p for p in points if p["model"] == label and p["status"] == "ok" and p["tokens"] >= fit_min_tokens]
+        ns = [p["tokens"] for p in ok]
+        out[label] = {
+            "memory_exponent": fit_exponent(ns, [p["increment_bytes"] for p in ok]),
+            "time_exponent": fit_exponent(ns, [p["time_s"] for p in ok]),
+            "fit_points": len(ok),
+        }
+    return out
+
+
+def _point(points: list[dict], label: str, tokens: int) -> dict | None:
+    return next((p for p in points if p["model"] == label and p["tokens"] == tokens), None)
+
+
+def check_goals(points: list[dict], goals: dict) -> dict:
+    """The two targets: memory of ``goals.model`` at ``memory_tokens``; its speed-up over ``speed_baseline``."""
+    label = ModelSpec.parse(goals["model"]).label
+    baseline_label = ModelSpec.parse(goals["speed_baseline"]).label
+    mem = {"model": label, "tokens": goals["memory_tokens"], "limit_gb": goals["memory_gb"],
+           "seed_reported_gb": goals["seed_memory_gb"], "measure": "increment_bytes (peak minus baseline)"}
+    p = _point(points, label, goals["memory_tokens"])
+    if p is None or p["status"] != "ok":
+        mem.update(measured_gb=None, met=None, note="not measured" if p is None else f"point status {p['status']}")
+    else:
+        mem.update(measured_gb=p["increment_bytes"] / GB, met=p["increment_bytes"] / GB <= goals["memory_gb"])
+    speed = {"model": label, "baseline": baseline_label, "tokens": goals["speed_tokens"], "min_ratio": goals["speed_ratio"]}
+    a, b = _point(points, label, goals["speed_tokens"]), _point(points, baseline_label, goals["speed_tokens"])
+    if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+        missing = [x for x, pt in ((label, a), (baseline_label, b)) if pt is None or pt["status"] != "ok"]
+        speed.update(ratio=None, met=None, note=f"no ok point for {missing}")
+    else:
+        ratio = b["time_s"] / a["time_s"]
+        speed.update(model_time_s=a["time_s"], baseline_time_s=b["time_s"], ratio=ratio, met=ratio >= goals["speed_ratio"])
+    return {"memory": mem, "speed": speed}
+
+
+def validate(cfg: dict) -> list[ModelSpec]:
+    """Fail before measuring anything: unknown models, bad overrides, lengths a model cannot take."""
+    import models
+
+    specs = [ModelSpec.parse(s) for s in cfg["models"]]
+    registered = set(models.list_models(kind="text"))
+    unknown = [s.name for s in specs if s.name not in registered]
+    if unknown:
+        raise SwarmlabError(
+            f"memory_scaling: model(s) {unknown} not registered (text models: {', '.join(sorted(registered))}); "
+            f"fix memory_scaling.models in params.yaml or pass --models"
+        )
+    if len({s.label for s in specs}) != len(specs):
+        raise SwarmlabError("memory_scaling: a model spec is listed twice")
+    tokens = cfg["tokens"]
+    if not tokens or any(not isinstance(n, int) or n < 1 for n in tokens):
+        raise SwarmlabError(f"memory_scaling.tokens must be positive ints, got {tokens!r}")
+    if cfg["device"] not in ("cpu", "cuda"):
+        raise SwarmlabError(f"memory_scaling.device must be cpu, cuda or auto, got {cfg['device']!r}")
+    if cfg["time_repeats"] < 1 or cfg["batch_size"] < 1 or cfg["timeout_s"] <= 0:
+        raise SwarmlabError("memory_scaling: time_repeats and batch_size must be >= 1 and timeout_s > 0")
+    for spec in specs:  # build tiny-vocabulary copies: cheap, and catches bad overrides and divisibility
+        for n in sorted(set(tokens)):
+            try:
+                models.create_model(spec.name, **dict(spec.overrides), seq_len=n, vocab_size=8)
+            except (TypeError, ValueError) as exc:
+                raise SwarmlabError(f"memory_scaling: {spec.label!r} cannot be built with seq_len={n}: {exc}") from None
+    return specs
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_benchmark(cfg: dict, *, log=print) -> dict:
+    """Measure every (model, N) point of ``cfg`` (the ``memory_scaling`` params) in its own subprocess."""
+    cfg = {**cfg, "device": _resolve_device(cfg["device"])}
+    specs = validate(cfg)
+    tokens = sorted(set(cfg["tokens"]))
+    started = dt.datetime.now(dt.timezone.utc)
+    load_start = os.getloadavg()
+    points = []
+    for spec in specs:
+        stop_reason = None
+        for n in tokens:
+            if stop_reason:
+                result = {"status": "skipped", "message": stop_reason}
+            else:
+                result = _run_child(spec, n, cfg)
+                if result["status"] in ("timeout", "error"):
+                    stop_reason = f"not run: N={n} ended with {result['status']}"
+            point = {"model": spec.label, "name": spec.name, "overrides": dict(spec.overrides), "tokens": n, **result}
+            points.append(point)
+            log(_describe(point), flush=True)
+    labels = [s.label for s in specs]
+    return {
+        "config": cfg,
+        "environment": _environment(cfg, started, load_start),
+        "points": points,
+        "fits": fits(points, labels, cfg["fit_min_tokens"]),
+        "goals": check_goals(points, cfg["goals"]),
+    }
+
+
+def _environment(cfg: dict, started, load_start) -> dict:
+    import torch
+
+    env = {"date_utc": started.isoformat(timespec="seconds"), "duration_s": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
+           "git_commit": git_commit(), "python": platform.python_version(), "torch": torch.__version__,
+           "platform": platform.platform(), "cpu_count": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+           "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "device": cfg["device"]}
+    if cfg["device"] == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0)
+    return env
+
+
+def _fmt_bytes(b: float | None) -> str:
+    if b is None:
+        return "-"
+    return f"{b / 1e6:.1f} MB" if b < 1e9 else f"{b / 1e9:.2f} GB"
+
+
+def _describe(p: dict) -> str:
+    head = f"{p['model']:<40} N={p['tokens']:>7}  "
+    if p["status"] == "ok":
+        return head + f"increment {_fmt_bytes(p['increment_bytes']):>10}  peak {_fmt_bytes(p['peak_bytes']):>10}  time {p['time_s']:.3f} s"
+    return head + f"{p['status']}: {p.get('message', '')}"
+
+
+def _cell(p: dict | None, timeout_s: float) -> str:
+    if p is None:
+        return ""
+    if p["status"] == "ok":
+        return f"{_fmt_bytes(p['increment_bytes'])} / {p['time_s']:.3g} s"
+    if p["status"] == "over_cap":
+        return f"not run (predicted {_fmt_bytes(p['predicted_bytes'])})"
+    if p["status"] == "timeout":
+        return f"timeout (> {timeout_s:g} s)"
+    return p["status"]
+
+
+def markdown_table(result: dict) -> str:
+    """Model x N: memory increment / time of one forward; then the fitted exponents."""
+    points, cfg = result["points"], result["config"]
+    tokens = sorted({p["tokens"] for p in points})
+    labels = list(dict.fromkeys(p["model"] for p in points))
+    head = "| model | " + " | ".join(f"N={n}" for n in tokens) + " | mem. exponent | time exponent |"
+    lines = [head, "|" + "---|" * (len(tokens) + 3)]
+    for label in labels:
+        f = result["fits"][label]
+        exps = [f"{f[k]:.2f}" if f[k] is not None else "-" for k in ("memory_exponent", "time_exponent")]
+        cells = [_cell(_point(points, label, n), cfg["timeout_s"]) for n in tokens]
+        lines.append(f"| {label} | " + " | ".join(cells + exps) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def goals_text(goals: dict) -> str:
+    m, s = goals["memory"], goals["speed"]
+    verdict = {True: "met", False: "NOT met", None: "not measured"}
+    mem = (f"memory: {m['model']} at N={m['tokens']}: increment "
+           + (f"{m['measured_gb']:.3f} GB" if m["measured_gb"] is not None else "-")
+           + f" vs goal <= {m['limit_gb']} GB (seed reports {m['seed_reported_gb']} GB): {verdict[m['met']]}")
+    spd = (f"speed: {s['baseline']} / {s['model']} at N={s['tokens']}: "
+           + (f"{s['ratio']:.1f}x" if s["ratio"] is not None else "-")
+           + f" vs goal >= {s['min_ratio']}x: {verdict[s['met']]}")
+    return mem + "\n" + spd + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    """Log-log memory increment and time vs N, one line per model; open markers = predicted, not run."""
+    from pipelines.common.plots import _plt
+
+    plt = _plt()
+    fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(12, 4.8))
+    timeout_s = result["config"]["timeout_s"]
+    for i, label in enumerate(dict.fromkeys(p["model"] for p in result["points"])):
+        pts = [p for p in result["points"] if p["model"] == label]
+        color = f"C{i % 10}"
+        ok = [p for p in pts if p["status"] == "ok"]
+        if ok:
+            ax_m.plot([p["tokens"] for p in ok], [max(p["increment_bytes"], 1) / 1e6 for p in ok], "o-", color=color, label=label)
+            ax_t.plot([p["tokens"] for p in ok], [p["time_s"] for p in ok], "o-", color=color, label=label)
+        pred = [p for p in pts if p["status"] == "over_cap"]
+        if pred:
+            ax_m.plot([p["tokens"] for p in pred], [p["predicted_bytes"] / 1e6 for p in pred], "o:", mfc="none", color=color,
+                      label=f"{label} (predicted, not run)" if not ok else None)
+        slow = [p for p in pts if p["status"] == "timeout"]
+        if slow:
+            ax_t.plot([p["tokens"] for p in slow], [timeout_s] * len(slow), "x", ms=10, color=color)
+    ax_m.set(xscale="log", yscale="log", xlabel="sequence length N (tokens)", ylabel="forward memory increment (MB)",
+             title="peak memory of one forward minus baseline\n(open markers: predicted, not run)")
+    ax_t.set(xscale="log", yscale="log", xlabel="sequence length N (tokens)", ylabel="time of one forward (s)",
+             title=f"time (x = timeout at {timeout_s:g} s)")
+    for ax in (ax_m, ax_t):
+        ax.grid(alpha=0.3, which="both")
+    ax_m.legend(fontsize=7)
+    env = result["environment"]
+    fig.suptitle(f"batch {result['config']['batch_size']}, {env['device']}, {env['OMP_NUM_THREADS'] or 'default'} threads, "
+                 f"torch {env['torch']}, {env['date_utc']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(result: dict, out_dir: Path) -> None:
+    metrics = {**result["fits"], "goals": result["goals"]}
+    with atomic_dir(out_dir) as tmp:
+        (tmp / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        (tmp / "table.md").write_text(markdown_table(result) + "\n" + goals_text(result["goals"]), encoding="utf-8")
+        plot(result, tmp / "memory_scaling.png")
+
+
+def resolve_config(params: dict, args: argparse.Namespace) -> dict:
+    cfg = dict(params["memory_scaling"])
+    for key, value in (("models", args.models), ("tokens", args.tokens), ("timeout_s", args.timeout_s),
+                       ("mem_cap_gb", args.mem_cap_gb), ("device", args.device)):
+        if value is not None:
+            cfg[key] = value
+    return cfg
+
+
+@cli
+def main(argv: list[str] | None = None) -> None:
+    from pipelines.common.cli import params_from, stage_parser
+
+    parser = stage_parser(__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=None, help='model specs, e.g. transformer "swarmformer_small cluster_size=8"')
+    parser.add_argument("--tokens", nargs="+", type=int, default=None, help="sequence lengths N")
+    parser.add_argument("--timeout-s", type=float, default=None, help="per-point time limit")
+    parser.add_argument("--mem-cap-gb", type=float, default=None, help="do not run points predicted above this")
+    parser.add_argument("--device", default=None, help="cpu, cuda or auto")
+    parser.add_argument("--out", default=None, help=f"output folder (default: {OUT_DIR.relative_to(REPO_ROOT)})")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        _child_main(args.child)
+        return
+    cfg = resolve_config(params_from(args), args)
+    result = run_benchmark(cfg)
+    out_dir = Path(args.out).resolve() if args.out else OUT_DIR
+    write_outputs(result, out_dir)
+    print()
+    print(markdown_table(result))
+    print(goals_text(result["goals"]))
+    print(f"wrote {out_dir}/results.json, metrics.json, table.md, memory_scaling.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The encoder classifier shared by the attention baselines; each baseline file only picks the attention.
+
+``tokens -> embedding (+ positions) -> num_layers pre-LN blocks -> LayerNorm -> mean over real tokens
+-> Linear``. Parameters (learned positions, mlp_ratio r):
+``V*D + L*D + layers*((4 + 2r)*D^2 + (9 + r)*D) + 2*D + D*K + K`` (sinusoidal: no ``L*D`` term).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from models.layers import PreLNBlock, masked_mean, sinusoidal_positions
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int = 30522  # bert-base-uncased WordPiece, the tokenizer every IMDB model shares
+    num_classes: int = 2  # IMDB: negative / positive
+    seq_len: int = 256  # longest input L; rows of the learned position table (as SwarmFormer-Small)
+    d_model: int = 128  # width D, equal to SwarmFormer-Small so comparisons are at equal width
+    num_layers: int = 2  # depth, equal to SwarmFormer-Small
+    num_heads: int = 4  # H; head width Dh = D / H = 32
+    mlp_ratio: int = 4  # FFN inner width r*D, the usual transformer ratio
+    dropout: float = 0.1  # on attention probabilities, residual branches, FFN, embeddings and head input
+    pos_emb: str = "learned"  # "learned" (seq_len x D table) or "sinusoidal" (fixed, any length, no parameters)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        if self.pos_emb not in ("learned", "sinusoidal"):
+            raise ValueError(f"pos_emb must be 'learned' or 'sinusoidal', got {self.pos_emb!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+
+class EncoderClassifier(nn.Module):
+    """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) | None) -> logits (B, num_classes)``.
+
+    ``attention_mask`` (True / 1 = real token) removes padded keys from every attention and from the
+    mean pooling, so appending padding does not change the logits.
+    """
+
+    def __init__(self, cfg: EncoderConfig, make_attention: Callable[[EncoderConfig], nn.Module]):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos_emb == "learned" else None
+        self.emb_drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(
+            PreLNBlock(cfg.d_model, make_attention(cfg), mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout)
+            for _ in range(cfg.num_layers)
+        )
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head_drop = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.d_model, cfg.num_classes)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # BERT / GPT-2 style: N(0, 0.02) weights, zero biases; LayerNorm keeps (1, 0).
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, L = input_ids.shape
+        key_mask = attention_mask.bool() if attention_mask is not None else None  # (B, L)
+        x = self.tok_emb(input_ids)  # (B, L, D)
+        if self.pos_emb is not None:
+            if L > self.cfg.seq_len:
+                raise ValueError(f"input length {L} exceeds seq_len={self.cfg.seq_len} (learned positions): "
+                                 f"build the model with seq_len >= {L} or pos_emb='sinusoidal'")
+            x = x + self.pos_emb.weight[:L]  # (B, L, D)
+        else:
+            x = x + sinusoidal_positions(L, self.cfg.d_model, device=x.device, dtype=x.dtype)
+        x = self.emb_drop(x)
+        for block in self.blocks:
+            x = block(x, key_mask)  # (B, L, D)
+        pooled = masked_mean(self.ln_f(x), key_mask)  # (B, D)
+        return self.head(self.head_drop(pooled))  # (B, num_classes)
+
+    def get_num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @staticmethod
+    def expected_num_params(cfg: EncoderConfig) -> int:
+        d, r, k = cfg.d_model, cfg.mlp_ratio, cfg.num_classes
+        positions = cfg.seq_len * d if cfg.pos_emb == "learned" else 0
+        per_layer = (4 + 2 * r) * d * d + (9 + r) * d  # qkv + proj, two FFN linears, two LayerNorms
+        return cfg.vocab_size * d + positions + cfg.num_layers * per_layer + 2 * d + d * k + k
+
+
+def build_config(config_cls: type, defaults: dict, overrides: dict):
+    """``config_cls(**defaults, **overrides)``; an unknown override is a TypeError naming the valid ones."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise TypeError(f"unknown {config_cls.__name__} option(s) {unknown}; valid: {sorted(names)}")
+    return config_cls(**{**defaults, **overrides})
