@@ -58,8 +58,10 @@ def test_fits_use_only_ok_points_above_the_threshold():
 def test_predicted_quadratic_bytes(N):
     dense = models.create_model("transformer", attn_impl="dense", seq_len=N, vocab_size=8)
     assert ms.predicted_quadratic_bytes(dense, 2, N) == 2 * 2 * 4 * N * N * 4
-    sf = models.create_model("swarmformer_small", cluster_size=4, seq_len=N, vocab_size=8)
+    sf = models.create_model("swarmformer_small", cluster_size=4, seq_len=N, vocab_size=8, fast=False)
     assert ms.predicted_quadratic_bytes(sf, 1, N) == 2 * (N // 4) ** 2 * 4
+    fast = models.create_model("swarmformer_small", cluster_size=4, seq_len=N, vocab_size=8)  # SDPA: no C x C kept
+    assert ms.predicted_quadratic_bytes(fast, 1, N) is None
     for name in ("transformer", "linear_transformer", "sparse_transformer", "longformer"):
         assert ms.predicted_quadratic_bytes(models.create_model(name, seq_len=N, vocab_size=8), 1, N) is None
 
