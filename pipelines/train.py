@@ -20,6 +20,7 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import TrainConfig, fit
 from pipelines.common.errors import SwarmlabError, atomic_write_text, cli
 from pipelines.common.paths import DATA_DIR, OUTPUTS_DIR, REPORTS_DIR, git_commit
+from pipelines.common.seeds import set_seeds
 from pipelines.common.tracking import make_tracker
 
 TOKENIZED_DIR = DATA_DIR / "tokenized"
@@ -60,6 +61,7 @@ def train_one(name: str, params: dict, *, data_dir: Path = TOKENIZED_DIR, out_ro
     if not meta_path.is_file():
         raise SwarmlabError(f"{meta_path} is missing: run the tokenize stage first (dvc repro tokenize)")
     meta = json.loads(meta_path.read_text())
+    set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
     model = build_model(name, task, meta, params["train"]["model_overrides"])
     seq_len = model.cfg.seq_len
     train_ds = task.load_split(data_dir, "train", seq_len)

@@ -113,3 +113,17 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     strip = lambda h: [{k: v for k, v in r.items() if k not in ("epoch_time_s", "train_samples_per_s")} for r in h]
     assert strip(runs[0]) == strip(runs[1])
     assert strip(runs[0]) != strip(runs[2])
+
+
+def test_train_stage_seeds_the_initial_weights(tiny_params, tiny_tokenized, tmp_path):
+    """Two models trained in one process start exactly as each would alone: init follows `seed`."""
+    from pipelines.train import train
+
+    kwargs = dict(data_dir=tiny_tokenized, report_dir=tmp_path / "reports", tracking=False)
+    tiny_params["train"]["max_epochs"] = 1
+    train(tiny_params, ["swarmformer_small"], out_root=tmp_path / "a", **kwargs)
+    torch.rand(1000)  # disturb the global RNG between runs
+    train(tiny_params, ["swarmformer_small"], out_root=tmp_path / "b", **kwargs)
+    a = torch.load(tmp_path / "a" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
