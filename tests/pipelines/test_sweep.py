@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,6 +231,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
         resumed = subprocess.run([*cmd, "--resume"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400)
     finally:
         _reap(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
     out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out[-3000:]
     assert f"{LABEL} resuming" in out
