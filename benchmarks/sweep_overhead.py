@@ -1,0 +1,128 @@
+"""Per-trial overhead of a Ray Tune sweep over calling the training engine directly, in one process run.
+
+Runs the sweep of ``--profile`` (default smoke) with one trial at a time and no early stopping, then trains
+the very same configurations with ``engine.fit`` in this process, with and without MLflow, and prints
+seconds per trial and the difference. Needs the task's tokenized data (``dvc repro tokenize`` or
+``python -m pipelines.tokenize --profile smoke``).
+
+    python benchmarks/sweep_overhead.py [--profile smoke] [--trials 4] [--epochs 1] [--data-dir data/tokenized]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.common.params import load_params  # noqa: E402
+from pipelines.sweep import TOKENIZED_DIR, connect_ray, model_space, sweep  # noqa: E402
+
+
+def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tracking_uri: str | None) -> list[float]:
+    """Seconds of each ``fit`` of ``configs`` (decoded values), done the way a trial does it, in this process."""
+    import torch
+
+    from pipelines.common.engine import TrainConfig, fit
+    from pipelines.common.seeds import set_seeds
+    from pipelines.common.sweep_trial import _load
+    from pipelines.common.tracking import MlflowTracker, NullTracker
+    from pipelines.sweep import trial_train_config
+    from pipelines.train import build_model
+    from tasks import get_task
+
+    task = get_task(params["task"])
+    meta = json.loads((data_dir / "meta.json").read_text())
+    parent = MlflowTracker("imdb-direct", "direct", uri=tracking_uri) if tracking_uri else None
+    times = []
+    for values in configs:
+        t0 = time.perf_counter()
+        train_kw, model_kw = space.split(values)
+        set_seeds(trial_train_config(params)["seed"])
+        model = build_model(space.model, task, meta, {**space.model_base, **model_kw})
+        seq_len = model.cfg.seq_len
+        train_ds, val_ds = _load(task, str(data_dir), "train", seq_len), _load(task, str(data_dir), "val", seq_len)
+        cfg = TrainConfig(**{**trial_train_config(params), **train_kw, "num_threads": 1})
+        tracker = (MlflowTracker("imdb-direct", "trial", parent_run_id=parent.run_id, uri=tracking_uri)
+                   if parent else NullTracker())
+        if parent:
+            tracker.log_params(values)
+        with tempfile.TemporaryDirectory() as out:
+            result = fit(model, task, train_ds, val_ds, cfg, out, tracker=tracker)
+        tracker.log_metrics({f"best_val_{k}": v for k, v in result.best_val.items()})
+        tracker.finish()
+        times.append(time.perf_counter() - t0)
+    torch.set_num_threads(os.cpu_count() or 1)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--trials", default="2,6", help="two sweep sizes: their difference separates the fixed cost "
+                                                        "of a sweep from the cost of each further trial")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--data-dir", default=str(TOKENIZED_DIR))
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.trials.split(",")]
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("SWARMLAB_PROGRESS", "0")
+    data_dir = Path(args.data_dir).resolve()
+    params = load_params(profile=args.profile)
+    params["sweep"].update(max_concurrent=1, cpus_per_trial=1, gpus_per_trial=0, max_epochs=args.epochs,
+                           grace_period=args.epochs, startup_trials=max(sizes))
+    from tasks import get_task
+
+    meta = json.loads((data_dir / "meta.json").read_text())
+    model = params["sweep"]["models"][0]
+    params["sweep"]["models"] = [model]
+    space = model_space(model, get_task(params["task"]), params, meta)
+
+    t0 = time.perf_counter()
+    connect_ray(None)
+    ray_init_s = time.perf_counter() - t0
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        # warm torch up in this process, so the direct side is not charged for it
+        direct_fits([space.decode({d.name: (d.values[0] if d.values else d.low) for d in space.dims})], space=space,
+                    params=params, data_dir=data_dir, tracking_uri=None)
+        for tracking in (False, True):
+            uri = f"sqlite:///{tmp / f'mlruns-{tracking}.db'}"
+            os.environ["MLFLOW_TRACKING_URI"] = uri
+            if tracking:  # an existing store: its one-time table creation is not a per-sweep cost
+                from mlflow.tracking import MlflowClient
+
+                MlflowClient(tracking_uri=uri).search_experiments()
+            for n in sizes:
+                params["sweep"]["num_samples"] = n
+                out = tmp / f"out-{tracking}-{n}"
+                t0 = time.perf_counter()
+                sweep(params, data_dir=data_dir, out_root=out, report_root=tmp / "rep", tracking=tracking, lines=True)
+                tune_s = time.perf_counter() - t0
+                trial_dirs = sorted((out / params["task"] / "ray" / model).glob("trial_*"))
+                configs = [space.decode(json.loads((d / "params.json").read_text())) for d in trial_dirs]
+                direct_s = sum(direct_fits(configs, space=space, params=params, data_dir=data_dir,
+                                           tracking_uri=uri if tracking else None))
+                rows.append(("mlflow" if tracking else "off", len(configs), direct_s, tune_s))
+    import ray
+
+    ray.shutdown()
+    print(f"\nRay Tune vs engine.fit, profile {args.profile}, {args.epochs} epoch(s) per trial, 1 trial at a time, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; ray.init once: {ray_init_s:.1f} s (not counted)")
+    print(f"{'tracking':<9} {'trials':>6} {'direct s':>9} {'tune s':>8} {'overhead s':>11} {'per trial':>10} {'ratio':>6}")
+    for label, n, d, t in rows:
+        print(f"{label:<9} {n:>6} {d:>9.1f} {t:>8.1f} {t - d:>11.1f} {(t - d) / n:>10.2f} {t / d:>6.2f}")
+    print(f"{'tracking':<9} {'fixed per sweep s':>18} {'marginal per trial s':>21}")
+    for label in ("off", "mlflow"):
+        (n1, d1, t1), (n2, d2, t2) = [(n, d, t) for lab, n, d, t in rows if lab == label]
+        marginal = ((t2 - d2) - (t1 - d1)) / (n2 - n1)
+        print(f"{label:<9} {(t1 - d1) - marginal * n1:>18.1f} {marginal:>21.2f}")
+
+
+if __name__ == "__main__":
+    main()

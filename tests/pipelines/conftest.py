@@ -1,0 +1,129 @@
+"""Fixtures for the sweep tests: a tiny tokenized IMDB built from reviews made up here, and sweep params.
+
+Nothing here reads ``data/`` of the checkout: the fake reviews go through the real prepare and tokenize
+stages (with the shipped BERT vocabulary) into a temporary folder.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+import socket
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.common.params import load_params
+
+POSITIVE = "great wonderful superb moving brilliant delightful charming excellent".split()
+NEGATIVE = "awful boring dreadful clumsy tedious terrible dull painful".split()
+NEUTRAL = "the movie film plot actor scene story director music camera and was with a of".split()
+
+
+def make_fake_imdb(folder: Path, *, n_train: int = 160, n_test: int = 40, seed: int = 0) -> Path:
+    """``imdb_{train,test}.parquet`` in the shipped layout (text, label, rating, review_id)."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        rows = {"text": [], "label": [], "rating": [], "review_id": []}
+        for i in range(n):
+            label = i % 2
+            cue = POSITIVE if label else NEGATIVE
+            words = [rng.choice(NEUTRAL if rng.random() < 0.7 else cue) for _ in range(rng.randint(30, 90))]
+            rows["text"].append(" ".join(words) + ".")
+            rows["label"].append(label)
+            rows["rating"].append(rng.randint(7, 10) if label else rng.randint(1, 4))
+            rows["review_id"].append(i)
+        table = pa.table({"text": pa.array(rows["text"], pa.string()), "label": pa.array(rows["label"], pa.int8()),
+                          "rating": pa.array(rows["rating"], pa.int8()), "review_id": pa.array(rows["review_id"], pa.int32())})
+        pq.write_table(table, folder / f"imdb_{split}.parquet")
+    return folder
+
+
+TINY_SPACE = {
+    "swarmformer*": {"d_model": [8, 16], "num_layers": [1], "t_local": [1], "cluster_size": [4, 8], "seq_len": [32, 64],
+                     "batch_size": [32], "lr": {"loguniform": [1.0e-3, 1.0e-2]}, "dropout": [0.1]},
+    "default": {"d_model": [8, 16], "num_layers": [1], "seq_len": [32, 64], "batch_size": [32],
+                "lr": {"loguniform": [1.0e-3, 1.0e-2]}},
+}
+
+
+def tiny_params(**sweep) -> dict:
+    """The smoke profile with a tiny space and 2 quick trials; ``sweep`` overrides sweep settings."""
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["train"].update(model_overrides={}, patience=0)
+    params["evaluate"]["batch_size"] = 64
+    params["sweep"].update(num_samples=2, max_concurrent=2, cpus_per_trial=1, gpus_per_trial=0, max_epochs=2,
+                           grace_period=2, startup_trials=10, max_failures=2, address="",
+                           spaces={"imdb": copy.deepcopy(TINY_SPACE)})
+    params["sweep"].update(sweep)
+    return params
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    """Tokenized tiny IMDB (seq_len 64) with the test split removed: a sweep must never need it."""
+    from pipelines.prepare import prepare
+    from pipelines.tokenize import tokenize
+
+    root = tmp_path_factory.mktemp("tiny_imdb")
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["prepare"].update(source=str(make_fake_imdb(root / "raw")), val_fraction=0.25, max_train=0, max_test=0, shards=1)
+    params["tokenize"]["seq_len"] = 64
+    prepare(params, out_dir=root / "prepared")
+    tokenize(params, in_dir=root / "prepared", out_dir=root / "tokenized")
+    for shard in (root / "tokenized").glob("test-*.parquet"):
+        shard.unlink()
+    return root / "tokenized"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def short_tmpdir(prefix: str) -> str:
+    """A short folder under /tmp: Ray's socket paths must stay under 107 characters."""
+    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray instance (2 CPUs, token auth off, its own temp folder) shared by a test module."""
+    import shutil
+
+    import ray
+
+    from pipelines.sweep import connect_ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp_dir = short_tmpdir("rt")
+    assert not ray.is_initialized(), "another test left Ray running"
+    connect_ray(None, num_cpus=2, temp_dir=temp_dir)
+    yield ray
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
+    """A params.yaml whose smoke profile sweeps ``space`` (default: the tiny one), for tests that run the CLI."""
+    import yaml
+
+    from pipelines.common.paths import PARAMS_FILE
+
+    raw = yaml.safe_load(PARAMS_FILE.read_text())
+    raw["defaults"]["sweep"]["spaces"] = {"imdb": copy.deepcopy(space or TINY_SPACE)}
+    smoke = raw["profiles"]["smoke"]
+    smoke["train"].update(model_overrides={}, patience=0)
+    smoke["evaluate"]["batch_size"] = 64
+    smoke["sweep"] = {"num_samples": 2, "max_concurrent": 2, "cpus_per_trial": 1, "gpus_per_trial": 0, "max_epochs": 2,
+                      "grace_period": 2, "startup_trials": 10, "max_failures": 2, **sweep}
+    raw["paths"]["datasets"] = str(PARAMS_FILE.parent.joinpath(raw["paths"]["datasets"]).resolve())
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path

@@ -1,0 +1,260 @@
+"""Sweeps end to end on a local Ray instance: records, retries of a killed trial, resume of a killed driver."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ray.tune import Callback
+
+from pipelines.common.errors import SwarmlabError
+from pipelines.common.paths import REPO_ROOT
+from pipelines.sweep import sweep
+
+from conftest import short_tmpdir, tiny_params, write_params
+
+pytestmark = pytest.mark.slow
+LABEL = "[imdb/swarmformer_small]"
+
+
+def mlflow_runs(uri: str, experiment: str = "imdb-sweep"):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return client, exp, parents, children
+
+
+def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_path, monkeypatch, capfd):
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    params = tiny_params(num_samples=3, max_concurrent=2, max_epochs=2, grace_period=2)
+    t0 = time.perf_counter()
+    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", lines=True)
+    wall = time.perf_counter() - t0
+    out = capfd.readouterr().out
+
+    entry = best["models"]["swarmformer_small"]
+    assert best["best_model"] == "swarmformer_small" and best["metric"] == "best_val_accuracy"
+    assert entry["trials"] == 3 and entry["trials_failed"] == 0
+    assert entry["params"]["seq_len"] % entry["params"]["cluster_size"] == 0
+    assert set(entry["train"]) == {"batch_size", "lr"} and "d_model" in entry["model_overrides"]
+    assert Path(entry["checkpoint"]).is_file() and Path(entry["checkpoint"]).is_absolute()
+    rows = list(csv.DictReader(open(tmp_path / "rep" / "imdb" / "summary.csv")))
+    assert [int(r["rank"]) for r in rows] == [1, 2, 3] and {r["status"] for r in rows} == {"ok"}
+    scores = [float(r["best_val_accuracy"]) for r in rows]
+    assert scores == sorted(scores, reverse=True) and scores[0] == entry["best_val_accuracy"]
+    assert json.loads((tmp_path / "rep" / "imdb" / "best_params.json").read_text()) == best
+
+    # one concise line per trial event, none of Ray's tables
+    assert sum(f"{LABEL} " in ln and " epoch " in ln for ln in out.splitlines()) >= 3
+    assert "│" not in out and "Trial status" not in out
+    assert "best: swarmformer_small best_val_accuracy" in out
+
+    client, exp, parents, children = mlflow_runs(uri)
+    assert exp.artifact_location.startswith((tmp_path / "mlartifacts").as_uri())  # not under Ray's session folder
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["best_val_accuracy"] == entry["best_val_accuracy"]
+    assert float(parent.data.params["lr"]) == pytest.approx(entry["params"]["lr"])
+    assert parent.data.tags["best_trial_id"] == entry["trial_id"]
+    for run in children:
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id and run.info.status == "FINISHED"
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        assert steps == list(range(1, int(run.data.metrics["epochs"]) + 1))
+        assert {"lr", "d_model", "model.seq_len", "train.lr"} <= set(run.data.params)
+        assert "best_val_accuracy" in run.data.metrics
+    print(f"\n3-trial tiny sweep: {wall:.1f} s")
+
+
+class KillWorkerOnce(Callback):
+    """Kills the trial's worker process (SIGKILL) once Tune has registered its first checkpoint (epoch 1)."""
+
+    def __init__(self):
+        self.seen: list[tuple[int, int]] = []  # (pid, epoch) of every result
+        self.failures = None
+        self.killed = False
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.seen.append((result["pid"], result["epoch"]))
+
+    def on_trial_save(self, iteration, trials, trial, **info):
+        if not self.killed:  # the worker is training epoch 2 by now
+            self.killed = True
+            os.kill(self.seen[-1][0], signal.SIGKILL)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.failures = trial.num_failures
+
+
+def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny_data, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    params = tiny_params(num_samples=1, max_concurrent=1, max_epochs=3, grace_period=3, max_failures=2)
+    params["sweep"]["spaces"]["imdb"]["swarmformer*"].update(d_model=[32], seq_len=[64], cluster_size=[8], batch_size=[8, 16])
+    killer = KillWorkerOnce()
+    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", callbacks=[killer])
+
+    assert killer.failures == 1
+    (pid0, epoch0), *after = killer.seen
+    assert epoch0 == 1 and after and all(pid != pid0 for pid, _ in after)  # a new worker process
+    assert [e for _, e in after] == [2, 3]  # continued after epoch 1, not from scratch
+    entry = best["models"]["swarmformer_small"]
+    assert entry["trials_failed"] == 0
+    ckpt = Path(entry["checkpoint"]).parent
+    history = list(csv.DictReader(open(ckpt / "history.csv")))
+    assert [int(r["epoch"]) for r in history] == [1, 2, 3]
+
+    client, _, parents, children = mlflow_runs(uri)
+    assert len(children) == 1, "the retry must continue the trial's run, not open a second one"
+    steps = sorted({m.step for m in client.get_metric_history(children[0].info.run_id, "val_accuracy")})
+    assert steps == [1, 2, 3] and children[0].info.status == "FINISHED"
+
+    # the interrupted trial ends where an uninterrupted run of its configuration ends
+    from pipelines.common.engine import TrainConfig, fit
+    from pipelines.common.seeds import set_seeds
+    from pipelines.common.sweep_trial import _load
+    from pipelines.sweep import trial_train_config
+    from pipelines.train import build_model
+    from tasks import get_task
+
+    task = get_task("imdb")
+    meta = json.loads((tiny_data / "meta.json").read_text())
+    cfg = TrainConfig(**{**trial_train_config(params), **entry["train"], "num_threads": 1})
+    set_seeds(cfg.seed)
+    model = build_model("swarmformer_small", task, meta, entry["model_overrides"])
+    data = [_load(task, str(tiny_data), split, model.cfg.seq_len) for split in ("train", "val")]
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        straight = fit(model, task, *data, cfg, tmp_path / "straight")
+    finally:
+        torch.set_num_threads(threads)
+    for got, want in zip(history, straight.history, strict=True):
+        for key in ("train_loss", "val_loss", "val_accuracy"):
+            assert float(got[key]) == pytest.approx(want[key], rel=1e-5, abs=1e-7), (got["epoch"], key)
+
+
+def test_per_trial_wall_clock_limit_stops_trials(ray_local, tiny_data, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    params = tiny_params(num_samples=1, max_concurrent=1, max_epochs=4, grace_period=4, trial_timeout_s=1.0e-3)
+    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep")
+    assert best["models"]["swarmformer_small"]["best_epoch"] == 1
+    client, _, _, children = mlflow_runs(uri)
+    assert len(children) == 1 and children[0].data.tags["stopped"] == "trial_timeout"
+    assert children[0].data.metrics["epochs"] == 1 and children[0].info.status == "FINISHED"
+
+
+def test_trial_asking_for_more_cpus_than_a_node_has_is_refused(ray_local, tiny_data, tmp_path):
+    params = tiny_params(cpus_per_trial=3)  # the local instance has 2
+    with pytest.raises(SwarmlabError, match="would wait forever"):
+        sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
+
+
+def _trial_dirs(exp_dir: Path) -> dict[str, Path]:
+    return {p.name.removeprefix("trial_"): p for p in exp_dir.glob("trial_*")}
+
+
+def _reap(temp_dir: str) -> None:
+    """Kill what is left of a SIGKILLed driver's Ray processes: only those using this test's temp folder."""
+    out = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
+    for pid in map(int, out):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _persisted_status(exp_dir: Path) -> dict[str, str]:
+    """Trial id -> status in the newest experiment state Tune wrote (what a restore starts from)."""
+    files = sorted(exp_dir.glob("experiment_state-*.json"))
+    if not files:
+        return {}
+    try:
+        state = json.loads(files[-1].read_text())
+    except (OSError, json.JSONDecodeError):  # being rewritten
+        return {}
+    trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state.get("trial_data", [])]
+    return {t["trial_id"]: t["status"] for t in trials}
+
+
+@pytest.mark.timeout(600)
+def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_path):
+    params_file = write_params(tmp_path, num_samples=8, max_concurrent=1, max_epochs=2, grace_period=2)
+    temp_dir = short_tmpdir("rk")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": temp_dir, "OMP_NUM_THREADS": "1",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}", "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-m", "pipelines.sweep", "--params", str(params_file), "--profile", "smoke", "--task", "imdb",
+           "--data-dir", str(tiny_data), "--out-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path / "rep")]
+    exp_dir = tmp_path / "out" / "imdb" / "ray" / "swarmformer_small"
+    driver = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    first, done = [], 0
+    try:
+        for line in driver.stdout:  # wait until two trials have finished ...
+            first.append(line)
+            done += line.startswith(LABEL) and " done " in line
+            if done == 2:
+                break
+        assert done == 2, "".join(first[-30:])
+        deadline = time.monotonic() + 60  # ... and Tune has persisted that, then kill the driver and its Ray
+        while sum(s == "TERMINATED" for s in _persisted_status(exp_dir).values()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        _reap(temp_dir)
+    finished = [t for t, s in _persisted_status(exp_dir).items() if s == "TERMINATED"]
+    assert len(finished) >= 2
+    results_before = {t: (p / "result.json").read_text() for t, p in _trial_dirs(exp_dir).items() if t in finished}
+    configs_before = {t: json.loads((p / "params.json").read_text()) for t, p in _trial_dirs(exp_dir).items()}
+    assert not (tmp_path / "rep" / "imdb" / "best_params.json").exists()
+
+    try:
+        resumed = subprocess.run([*cmd, "--resume"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400)
+    finally:
+        _reap(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, out[-3000:]
+    assert f"{LABEL} resuming" in out
+    for trial in finished:  # finished trials were neither restarted nor reported again
+        assert not [ln for ln in out.splitlines() if ln.startswith(f"{LABEL} {trial}")]
+        assert (_trial_dirs(exp_dir)[trial] / "result.json").read_text() == results_before[trial]
+    final = _persisted_status(exp_dir)  # a trial created but not yet recorded at the kill is replaced, not counted
+    assert len(final) == 8 and set(final.values()) == {"TERMINATED"}
+    trials = {t: p for t, p in _trial_dirs(exp_dir).items() if t in final}
+    rows = list(csv.DictReader(open(tmp_path / "rep" / "imdb" / "summary.csv")))
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"ok"}
+    # the searcher kept its state: a fresh TPE sampler with the same seed would propose trial 1's lr again
+    new = [t for t in trials if t not in configs_before]
+    assert new, "every trial had started before the kill: nothing tests the searcher's state"
+    old_lrs = {c["lr"] for c in configs_before.values()}
+    for t in new:
+        assert json.loads((trials[t] / "params.json").read_text())["lr"] not in old_lrs
+
+    client, _, parents, children = mlflow_runs(env["MLFLOW_TRACKING_URI"])
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the resumed sweep kept its parent run
+    finished_runs = [r for r in children if r.info.status == "FINISHED"]
+    assert len(finished_runs) == 8  # and the run of a trial Tune had not recorded at the kill, if any, is closed:
+    assert {r.info.status for r in children if r not in finished_runs} <= {"KILLED"}
+    for run in finished_runs:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        assert steps == sorted(set(steps)), f"an epoch was logged twice: {steps}"

@@ -1,0 +1,238 @@
+"""Sweeps without Ray: search spaces (constraints, generic spaces, one-line errors), input checks, bookkeeping."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+
+import pytest
+import torch.nn as nn
+
+import models
+from models.registry import _REGISTRY, register_model
+from models.swarmformer import SwarmFormerConfig
+from pipelines.common.engine import TrainConfig
+from pipelines.common.errors import SwarmlabError
+from pipelines.common.params import load_params, validate_all
+from pipelines.common.search_space import resolve_space
+from pipelines.sweep import check_reachable, main, model_space, trial_resources, trial_train_config
+from tasks import get_task
+
+from conftest import TINY_SPACE, free_port, write_params
+
+TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
+IMDB = get_task("imdb")
+
+
+def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int = 768, overrides=None):
+    cfg = models.create_model(model, vocab_size=100, num_classes=2).cfg
+    return resolve_space({"imdb": spaces}, "imdb", model, model_cfg=cfg, train_fields=TRAIN_FIELDS,
+                         check_train=lambda kw: TrainConfig(**kw), data_seq_len=data_seq_len, model_overrides=overrides)
+
+
+def test_seed_space_searches_only_divisible_cluster_seq_len_pairs():
+    params = load_params(profile="paper")
+    space = model_space("swarmformer_small", IMDB, params, {"vocab_size": 30522, "seq_len": 768})
+    spec = params["sweep"]["spaces"]["imdb"]["swarmformer*"]
+    joint = [d for d in space.dims if d.kind == "joint"]
+    assert [d.fields for d in joint] == [("cluster_size", "seq_len")]
+    pairs = {(v["cluster_size"], v["seq_len"]) for v in joint[0].decode.values()}
+    expected = {(c, s) for c, s in itertools.product(spec["cluster_size"], spec["seq_len"]) if s % c == 0}
+    assert pairs == expected and len(pairs) == 26
+    kinds = {d.name: d.kind for d in space.dims}
+    assert kinds == {"d_model": "choice", "num_layers": "choice", "t_local": "choice", "cluster_size|seq_len": "joint",
+                     "batch_size": "choice", "lr": "loguniform", "weight_decay": "loguniform", "dropout": "uniform"}
+    assert (space.dims[-3].low, space.dims[-3].high) == (5.0e-5, 5.0e-4)
+
+
+def test_every_joint_value_decodes_to_a_valid_model_config():
+    space = space_for(load_params(profile="paper")["sweep"]["spaces"]["imdb"])
+    joint = next(d for d in space.dims if d.kind == "joint")
+    base = {d.name: (d.values[0] if d.values else d.low) for d in space.dims}
+    for code in joint.values:
+        train, model = space.split(space.decode({**base, joint.name: code}))
+        SwarmFormerConfig(**model)  # raises on an invalid pair
+        TrainConfig(**train)
+        assert set(train) == {"batch_size", "lr", "weight_decay"}
+
+
+def test_space_narrowed_to_short_data_factorises_and_reports_unusable_values():
+    space = space_for(load_params(profile="cpu")["sweep"]["spaces"]["imdb"], data_seq_len=256)
+    assert not [d for d in space.dims if d.kind == "joint"]  # every remaining pair divides
+    cluster = next(d for d in space.dims if d.name == "cluster_size")
+    assert cluster.values == [2, 4, 8, 16]
+    assert any("cluster_size=12" in n for n in space.notes)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("model", models.list_models(kind="text"))
+def test_every_text_model_gets_a_valid_space_in_every_profile(profile, model):
+    params = load_params(profile=profile)
+    space = model_space(model, IMDB, params, {"vocab_size": 30522, "seq_len": params["tokenize"]["seq_len"]})
+    assert space.dims
+    cfg_fields = {f.name for f in dataclasses.fields(models.create_model(model, vocab_size=100, num_classes=2).cfg)}
+    assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
+
+
+@dataclasses.dataclass
+class ToyConfig:
+    vocab_size: int = 100
+    num_classes: int = 2
+    d_model: int = 32
+    num_heads: int = 4
+    seq_len: int = 64
+    dropout: float = 0.1
+
+    def __post_init__(self):
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+
+
+class Toy(nn.Module):
+    def __init__(self, cfg: ToyConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.num_classes)
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.head(self.emb(input_ids).mean(1))
+
+
+@pytest.fixture
+def toy_model():
+    @register_model(tags=("test",))
+    def toy_sweep_model(**overrides):
+        return Toy(ToyConfig(**overrides))
+
+    yield "toy_sweep_model"
+    _REGISTRY.pop("toy_sweep_model")
+
+
+def test_a_model_without_its_own_space_gets_the_generic_one(toy_model):
+    params = load_params(profile="paper")
+    space = model_space(toy_model, IMDB, params, {"vocab_size": 30522, "seq_len": 768})
+    assert space.source == "sweep.spaces.imdb.default"
+    assert space.dropped == ["num_layers"]  # the toy has no num_layers: dropped, not an error
+    assert {d.name for d in space.dims} == {"d_model", "seq_len", "batch_size", "lr", "weight_decay", "dropout"}
+    assert space.model_keys == {"d_model", "seq_len", "dropout"}
+
+
+def test_generic_space_constraints_come_from_the_models_config(toy_model):
+    spaces = {"default": {"d_model": [30, 32, 48], "num_heads": [3, 4], "lr": {"loguniform": [1.0e-4, 1.0e-3]}}}
+    space = space_for(spaces, toy_model)
+    joint = next(d for d in space.dims if d.kind == "joint")
+    assert joint.fields == ("d_model", "num_heads")
+    assert {(v["d_model"], v["num_heads"]) for v in joint.decode.values()} == {(30, 3), (32, 4), (48, 3), (48, 4)}
+
+
+def test_train_model_overrides_are_the_base_of_every_trial():
+    spaces = {"swarmformer*": {"lr": {"loguniform": [1.0e-4, 1.0e-3]}}}
+    space = space_for(spaces, overrides={"dropout": 0.25, "not_a_field": 1})
+    assert space.model_base == {"dropout": 0.25}
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"d_model": []}, "empty list"),
+    ({"d_model": [64, 64]}, "lists a value twice"),
+    ({"lr": {"loguniform": [0.0, 1.0e-3]}}, "low must be > 0"),
+    ({"lr": {"uniform": [1.0e-3, 1.0e-4]}}, "must be below high"),
+    ({"lr": {"loguniform": ["5e-5", 1.0e-3]}}, "YAML reads the latter as a string"),
+    ({"lr": {"normal": [0.0, 1.0]}}, "a distribution is one of"),
+    ({"num_layers": {"int": [1.5, 3]}}, "bounds must be integers"),
+    ({"d_modle": [64, 128]}, "has no config field 'd_modle'"),
+    ({"vocab_size": [100, 200]}, "comes from the data"),
+    ({"batch_size": [0, 32]}, "batch_size=0"),
+    ({"dropout": {"uniform": [0.2, 1.5]}}, "dropout=1.5"),
+    ({"d_model": 64}, "searches nothing"),
+    ({"cluster_size": [3, 5], "seq_len": [64, 128]}, "admits no valid configuration"),
+    ({"seq_len": [128, 1024], "cluster_size": [8]}, "tokenized to 768 tokens"),
+])
+def test_bad_space_is_one_line_error(spec, message):
+    with pytest.raises(SwarmlabError, match=message) as info:
+        space_for({"swarmformer*": spec})
+    assert "\n" not in str(info.value)
+
+
+def test_space_lookup_prefers_exact_name_then_pattern_then_default():
+    spaces = {"swarmformer*": {"d_model": [16, 32]}, "swarmformer_base": {"d_model": [64, 96]},
+              "default": {"lr": {"loguniform": [1.0e-4, 1.0e-3]}}}
+    assert space_for(spaces, "swarmformer_base").source.endswith(".swarmformer_base")
+    assert space_for(spaces, "swarmformer_small").source.endswith(".swarmformer*")
+    with pytest.raises(SwarmlabError, match="no search spaces for task"):
+        resolve_space({}, "imdb", "swarmformer_small", model_cfg=SwarmFormerConfig(), train_fields=TRAIN_FIELDS)
+
+
+def test_trials_train_with_the_sweeps_epochs_and_time_budget():
+    params = load_params(profile="smoke")
+    params["sweep"].update(max_epochs=3, time_budget_s=12.5)
+    cfg = TrainConfig(**trial_train_config(params))
+    assert (cfg.max_epochs, cfg.time_budget_s, cfg.seed) == (3, 12.5, params["seed"])
+    assert cfg.batch_size == params["train"]["batch_size"] and cfg.eval_batch_size == params["evaluate"]["batch_size"]
+
+
+def test_params_file_sweep_sections_validate():
+    assert validate_all() == ["cpu", "paper", "smoke"]
+
+
+def test_trial_resources_are_checked_against_the_largest_node():
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}, {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}},
+             {"Alive": False, "Resources": {"CPU": 64.0}}]
+    assert trial_resources(nodes, 4, 0.25) == {"cpu": 4, "gpu": 0.25}
+    assert trial_resources(nodes, 1, 0) == {"cpu": 1}
+    assert trial_resources(nodes[:1], 1, 0.5) == {"cpu": 1}  # no GPU anywhere: CPUs only
+    with pytest.raises(SwarmlabError, match="would wait forever"):
+        trial_resources(nodes, 8, 0)
+    with pytest.raises(SwarmlabError, match="gpus_per_trial=2"):
+        trial_resources(nodes, 1, 2)
+
+
+def test_unreachable_address_fails_fast():
+    with pytest.raises(SwarmlabError, match="cannot reach a Ray cluster"):
+        check_reachable(f"127.0.0.1:{free_port()}", timeout_s=1.0)
+    with pytest.raises(SwarmlabError, match="not host:port"):
+        check_reachable("nowhere")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--task", "imbd"], "unknown task 'imbd'; did you mean imdb?"),
+    (["--models", "swarmformer_smal"], "unknown model 'swarmformer_smal'; did you mean swarmformer_small"),
+    (["--address", "127.0.0.1:{port}"], "cannot reach a Ray cluster at 127.0.0.1:"),
+    (["--params", "{bad_params}"], "admits no valid configuration of swarmformer_small"),
+    (["--num-samples", "0"], "--num-samples must be >= 1"),
+])
+def test_cli_bad_input_is_one_line_error(args, message, tiny_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    bad_space = copy.deepcopy(TINY_SPACE)
+    bad_space["swarmformer*"]["cluster_size"] = [3, 5]  # divides neither 32 nor 64
+    bad = write_params(tmp_path / "bad", bad_space)
+    good = write_params(tmp_path / "good")
+    args = [a.format(port=free_port(), bad_params=bad) for a in args]
+    if "--params" not in args:
+        args += ["--params", str(good)]
+    with pytest.raises(SystemExit) as info:
+        main(["--profile", "smoke", "--data-dir", str(tiny_data), "--out-dir", str(tmp_path / "out"),
+              "--report-dir", str(tmp_path / "rep"), "--no-tracking", *args])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.slow  # MLflow's import and store creation take seconds
+def test_runs_of_trials_tune_never_recorded_are_closed(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.common.tracking import MlflowTracker
+    from pipelines.sweep import close_orphan_runs
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    parent = MlflowTracker("imdb-sweep", "sweep-x", uri=uri)
+    kids = {t: MlflowTracker("imdb-sweep", t, parent_run_id=parent.run_id, uri=uri, tags={"ray_trial_id": t})
+            for t in ("known", "orphan", "done")}
+    kids["done"].finish()
+    close_orphan_runs(uri, parent.run_id, {"known", "done"})
+    client = MlflowClient(tracking_uri=uri)
+    status = {t: client.get_run(k.run_id).info.status for t, k in kids.items()}
+    assert status == {"known": "RUNNING", "orphan": "KILLED", "done": "FINISHED"}
+    assert client.get_run(parent.run_id).info.status == "RUNNING"
