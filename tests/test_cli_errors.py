@@ -89,8 +89,9 @@ def test_pipeline_errors_downstream(tmp_path):
     """seq_len not divisible by cluster_size, then a corrupted shard; successful stages run in between."""
     source = write_parquet_folder(tmp_path / "src", 6)
     params = base_params(source)
-    assert run_stage("prepare", tmp_path, params).returncode == 0
-    assert run_stage("tokenize", tmp_path, params).returncode == 0
+    for stage in ("prepare", "augment", "tokenize"):
+        proc = run_stage(stage, tmp_path, params)
+        assert proc.returncode == 0, (stage, proc.stderr)
 
     bad = base_params(source)
     bad["profiles"]["t"]["train"]["model_overrides"]["cluster_size"] = 5
@@ -103,8 +104,8 @@ def test_pipeline_errors_downstream(tmp_path):
     proc = run_stage("train", tmp_path, params, "--no-tracking")
     assert_one_line_error(proc, "cannot read", "train-001.parquet", "damaged")
 
-    prepared = tmp_path / "data" / "prepared" / "val-000.parquet"
-    prepared.write_bytes(b"not parquet at all")
+    augmented = tmp_path / "data" / "augmented" / "val-000.parquet"  # tokenize reads the augment stage's output
+    augmented.write_bytes(b"not parquet at all")
     proc = run_stage("tokenize", tmp_path, params)
     assert_one_line_error(proc, "val-000.parquet", "damaged")
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["prepared", "tokenized"]  # no tmp folder left
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["augmented", "prepared", "tokenized"]  # no tmp folder left
