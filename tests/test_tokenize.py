@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.tokenize import encode_texts
+from pipelines.tokenize import encode_texts, is_plain_ascii
 from tasks.text_data import TokenizedTextDataset
 from tasks.tokenization import BERT_UNCASED_VOCAB_SHA256, build_wordpiece, vocab_sha256
 from tests.conftest import SHARED_DATASETS
@@ -16,7 +16,15 @@ TRICKY = [
     "Hello, World!", "Café au lait — naïve résumé", "unaffable", "I didn't like it...<br /><br />At ALL!!",
     "数学 and 中文 mixed", "tab\tnew\nline\r\x00ctrl\x07", "a" * 150, "$5.99 (2 for 1) @home #win 100%",
     "Ünïcödé ÅNGSTRÖM Œuvre", "emoji 🙂 and ☃ snow", "   leading and trailing   ",
+    "vertical\x0btab form\x0cfeed unit\x1fsep DEL\x7fend", "SHOUTING In MiXeD CaSe", "tab\tnew\nline\r only",
 ]
+# ASCII texts the normalizer treats differently from plain lower-casing (control characters are deleted
+# there, not split on) and texts it only lower-cases.
+ASCII_CASES = {
+    "vertical\x0btab": False, "form\x0cfeed": False, "nul\x00byte": False, "DEL\x7fchar": False, "esc\x1b[0m": False,
+    "tab\tnew\nline\rreturn": True, "SHOUTING In MiXeD CaSe!!": True, "I didn't like it...<br /><br />": True,
+    "naïve": False, "": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +55,20 @@ def test_matches_a_slow_reference_on_tricky_and_real_text(vocab):
             assert lengths[i] == len(expected), text[:60]
             assert ids[i, : lengths[i]].tolist() == expected, text[:60]
             assert (ids[i, lengths[i]:] == 0).all()
+
+
+def test_ascii_fast_path_equals_the_full_normalizer():
+    """Reviews routed around BERT's normalizer get the ids the normalizer would have given them."""
+    assert {text: is_plain_ascii(text) for text in ASCII_CASES} == ASCII_CASES
+    real = pq.read_table(SHARED_DATASETS / "imdb" / "imdb_train.parquet", columns=["text"]).column("text").to_pylist()
+    texts = list(ASCII_CASES) + TRICKY + real[::25]  # 1000 real reviews, about 10% of them not plain ASCII
+    assert 0 < sum(map(is_plain_ascii, texts)) < len(texts)
+    for seq_len in (8, 256):
+        tok = build_wordpiece(VOCAB, seq_len=seq_len)  # the library alone: normalizer, truncation, padding
+        expected = np.array([enc.ids for enc in tok.encode_batch(texts)], dtype=np.uint16)
+        ids, lengths = encode_texts(build_wordpiece(VOCAB), texts, seq_len)
+        assert np.array_equal(ids, expected)
+        assert lengths.tolist() == [int((row != 0).sum()) for row in expected]
 
 
 def test_prefix_cut_is_exact_for_long_texts(vocab):
