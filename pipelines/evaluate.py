@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import BEST, batch_indices, load_checkpoint, resolve_device
+from pipelines.common.engine import BEST, batch_indices, load_checkpoint, resolve_amp, resolve_device
 from pipelines.common.errors import SwarmlabError, atomic_write_text, cli
 from pipelines.common.paths import REPORTS_DIR, git_commit
 from pipelines.common.tracking import make_tracker
@@ -89,13 +89,14 @@ def evaluate_one(name: str, params: dict, *, data_dir: Path = TOKENIZED_DIR, tra
     model = build_model(name, task, meta, params["train"]["model_overrides"])
     model.load_state_dict(load_checkpoint(ckpt))
     device = resolve_device(params["train"]["device"])
+    amp = resolve_amp(params["train"]["amp"], device)
     test_ds = task.load_split(data_dir, "test", model.cfg.seq_len)
     ev = params["evaluate"]
     metrics, meter, speed = measure(model, task, test_ds, batch_size=ev["batch_size"], warmup_batches=ev["warmup_batches"],
-                                    device=device, amp=params["train"]["amp"])
+                                    device=device, amp=amp)
     memory_mb, memory_kind = peak_memory_mb(device)
     result = {**{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
-              "peak_memory_kind": memory_kind, "device": str(device), "num_params": model.get_num_params(),
+              "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
               "test_rows": len(test_ds), "confusion_matrix": meter.matrix.tolist(), "git_commit": git_commit()}
     report_dir.mkdir(parents=True, exist_ok=True)
     from pipelines.common.plots import confusion_matrix

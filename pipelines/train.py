@@ -99,6 +99,7 @@ def train_one(name: str, params: dict, *, data_dir: Path = TOKENIZED_DIR, out_ro
         "num_params": result.num_params,
         "train_time_s": round(result.train_time_s, 1),
         "train_samples_per_s": round(sum(r["train_samples_per_s"] for r in result.history) / len(result.history), 1),
+        "bf16_autocast": result.extra["bf16_autocast"],
         **{f"val_{k}": v for k, v in result.best_val.items()},
     }
     if tracking:

@@ -127,3 +127,24 @@ def test_train_stage_seeds_the_initial_weights(tiny_params, tiny_tokenized, tmp_
     a = torch.load(tmp_path / "a" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "b" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_amp_auto_follows_native_bf16_and_bad_values_are_refused(monkeypatch, tmp_path):
+    import pipelines.common.engine as engine
+
+    cpu = torch.device("cpu")
+    assert engine.resolve_amp(True, cpu) and engine.resolve_amp("bf16", cpu)
+    assert not engine.resolve_amp(False, cpu) and not engine.resolve_amp("fp32", cpu)
+    for native in (True, False):
+        monkeypatch.setattr(engine, "native_bf16", lambda device, native=native: native)
+        assert engine.resolve_amp("auto", cpu) is native
+    with pytest.raises(ValueError, match="amp must be one of fp32, bf16, auto"):
+        TrainConfig(amp="half")
+    with pytest.raises(ValueError, match="got 'yes'"):
+        engine.resolve_amp("yes", cpu)
+
+    # The resolved choice is what fit ran with and reports: here "auto" on a CPU said to lack bf16.
+    task = get_task("imdb")
+    result = fit(tiny_model(), task, synthetic(32, 0), synthetic(16, 1),
+                 TrainConfig(batch_size=16, max_epochs=1, device="cpu", amp="auto"), tmp_path)
+    assert result.extra["bf16_autocast"] is False

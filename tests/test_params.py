@@ -8,7 +8,7 @@ profile: a
 paths: {datasets: ../shared/datasets}
 defaults:
   seed: 0
-  train: {lr: 0.001, max_epochs: 2, amp: false, models: [m], model_overrides: {}}
+  train: {lr: 0.001, max_epochs: 2, amp: fp32, models: [m], model_overrides: {}}
 profiles:
   a: {train: {max_epochs: 5}}
   b: {train: {lr: 1, model_overrides: {dropout: 0.1, anything: [1, 2]}}}
@@ -41,7 +41,7 @@ def test_top_level_section_overrides_every_profile(tmp_path):
     ("  a: {train: {lrr: 1.0}}", r"unknown key 'train.lrr'; known keys here: amp, lr, max_epochs"),
     ("  a: {trian: {}}", r"unknown key 'trian'"),
     ("  a: {train: {max_epochs: '3'}}", r"train.max_epochs must be a int .*got string '3'"),
-    ("  a: {train: {amp: 1}}", r"train.amp must be a bool"),
+    ("  a: {train: {amp: 1}}", r"train.amp must be a string"),
     ("  a: {train: {lr: fast}}", r"train.lr must be a float"),
     ("  a: {train: {models: m}}", r"train.models must be a list"),
 ])
