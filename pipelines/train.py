@@ -31,8 +31,11 @@ ENGINE_KEYS = set(TrainConfig.__dataclass_fields__) - {"seed", "eval_batch_size"
 
 def train_config(params: dict) -> TrainConfig:
     cfg = params["train"]
-    return TrainConfig(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"],
-                       **{k: cfg[k] for k in ENGINE_KEYS})
+    try:
+        return TrainConfig(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"],
+                           **{k: cfg[k] for k in ENGINE_KEYS})
+    except ValueError as exc:  # values of the right type that the engine refuses (batch_size 0, amp "half")
+        raise SwarmlabError(f"{exc} (train)") from None
 
 
 def build_model(name: str, task, meta: dict, overrides: dict):
@@ -123,6 +126,7 @@ def train(params: dict, models: list[str] | None = None, **kwargs) -> dict:
     names = models or params["train"]["models"]
     if not names:
         raise SwarmlabError("train.models is empty: list at least one registered model")
+    train_config(params)  # refuse bad engine settings before any data is read or any model trained
     report_dir = kwargs.get("report_dir", REPORT_DIR)
     metrics_path = report_dir / "metrics.json"
     summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}

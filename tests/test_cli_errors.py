@@ -66,6 +66,12 @@ def test_wrong_type(tmp_path):
     assert_one_line_error(run_stage("train", tmp_path, params), "train.batch_size must be a int", "'big'")
 
 
+def test_value_the_engine_refuses(tmp_path):
+    params = base_params()
+    params["profiles"]["t"]["train"]["amp"] = "half"
+    assert_one_line_error(run_stage("train", tmp_path, params), "amp must be one of fp32, bf16, auto", "got 'half' (train)")
+
+
 def test_empty_review(tmp_path):
     def blank(split, rows):
         if split == "test":
