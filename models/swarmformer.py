@@ -245,12 +245,14 @@ class GlobalClusterAttention(nn.Module):
             return self.drop(self.drop(attn) @ v)  # (B, C, D)
         weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3D, D)
         bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # (3D,)
-        q, k, v = F.linear(reps, weight, bias).chunk(3, dim=-1)  # (B, C, D) each
-        attn_mask = None if key_mask is None else key_mask.unsqueeze(1)  # (B, 1, C)
+        # One head, as a 4-D (B, 1, C, D) view: PyTorch's CPU flash kernel (memory linear in C) takes only 4-D
+        # inputs; 3-D ones fall back to the math kernel, which materializes the (C, C) scores (2.3 GB at C=16384).
+        q, k, v = F.linear(reps, weight, bias).unsqueeze(1).chunk(3, dim=-1)  # (B, 1, C, D) each
+        attn_mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, C)
         p = self.drop.p if self.training else 0.0
         # SDPA's dropout_p is dropout on the attention weights, as the reference's inner drop
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, scale=self.scale)
-        return fast_dropout(out, self.drop.p, self.training)  # (B, C, D)
+        return fast_dropout(out.squeeze(1), self.drop.p, self.training)  # (B, C, D)
 
 
 class BroadcastUpdater(nn.Module):

@@ -129,6 +129,21 @@ def test_measure_point_in_process():
     assert capped["status"] == "over_cap" and capped["predicted_bytes"] == 2 * 4 * 256**2 * 4
 
 
+def test_fast_cluster_attention_memory_is_linear_in_the_cluster_count():
+    """The fast path must reach SDPA's flash kernel: at C = 8192 clusters, (C, C) fp32 scores are 256 MiB each.
+
+    (3-D query/key/value silently take the math kernel, which materializes them: the fast path's first version.)
+    """
+    tiny = [["cluster_size", 2], ["d_model", 32], ["num_layers", 1], ["t_local", 1], ["vocab_size", 64]]
+    payload = dict(name="swarmformer_small", overrides=tiny, tokens=16384, batch_size=1, warmup_tokens=64,
+                   time_repeats=1, mem_cap_bytes=10**10, device="cpu", num_threads=0)
+    fast = ms.measure_point(payload)
+    reference = ms.measure_point({**payload, "overrides": tiny + [["fast", False]]})
+    assert fast["status"] == reference["status"] == "ok"
+    assert reference["increment_bytes"] > 2 * 8192**2 * 4 * 0.9  # scores and softmax, as predicted
+    assert fast["increment_bytes"] < 64 * 2**20, fast["increment_bytes"]
+
+
 @pytest.mark.slow
 def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     out = tmp_path / "ms"
