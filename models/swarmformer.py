@@ -213,8 +213,10 @@ class LocalSwarmAggregator(nn.Module):
             h = _linear2d(s, self.mlp.fc1.weight, self.mlp.fc1.bias, alpha=1.0 / 3.0)  # fc1(mean of 3)
         else:
             h = _linear2d(s * pad.inv_neighbours, self.mlp.fc1.weight, self.mlp.fc1.bias)
+        del s  # in inference nothing else holds these: free them before the gate's activations (autograd keeps its own)
         h = fast_dropout(F.gelu(h), p, training)
         u = fast_dropout(_linear2d(h, self.mlp.fc2.weight, self.mlp.fc2.bias), p, training)  # (B, L, D)
+        del h
         g = _linear2d(F.gelu(_gate_fc1_split(self.gate, x, u)), self.gate.fc2.weight, self.gate.fc2.bias).sigmoid_()
         out = torch.lerp(x, u.to(x.dtype), g.to(x.dtype))  # x + g * (u - x)
         if pad is not None:
