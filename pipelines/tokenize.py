@@ -89,13 +89,11 @@ def encode_texts(tokenizer, texts: list[str], seq_len: int, desc: str = "tokeniz
     lengths = np.empty(len(texts), dtype=np.uint16)
     for start in progress(range(0, len(texts), CHUNK), desc=desc):
         chunk = texts[start : start + CHUNK]
-        ascii_rows = [j for j, t in enumerate(chunk) if is_plain_ascii(t)]
-        ascii_set = set(ascii_rows)
-        other_rows = [j for j in range(len(chunk)) if j not in ascii_set]
+        plain_ascii = [is_plain_ascii(t) for t in chunk]
         rows: list = [None] * len(chunk)
-        for group, tok, prepare in ((ascii_rows, plain, str.lower), (other_rows, full, None)):
-            group_texts = [prepare(chunk[j]) if prepare else chunk[j] for j in group]
-            for j, row in zip(group, _encode_prefixes(tok, group_texts, seq_len) if group else []):
+        for want, tok, prepare in ((True, plain, str.lower), (False, full, str)):
+            group = [j for j, flag in enumerate(plain_ascii) if flag is want]
+            for j, row in zip(group, _encode_prefixes(tok, [prepare(chunk[j]) for j in group], seq_len)):
                 rows[j] = row
         for i, row in enumerate(rows, start):
             ids[i, : len(row)] = row
