@@ -9,7 +9,7 @@ forward's), returns freed memory to the OS (``malloc_trim``), then measures ONE 
 * CPU: ``baseline`` = VmRSS just before the forward, after resetting the peak (``/proc/self/clear_refs``
   = 5, Linux); ``peak`` = VmHWM after it; ``increment = peak - baseline`` is the memory the forward
   itself needs (activations and temporaries; the weights and the ~0.3 GB of Python + libtorch are in
-  the baseline). Time: ``time.perf_counter`` around the forward.
+  the baseline). Time: ``time.perf_counter`` around the forward; the median of ``time_repeats`` forwards.
 * CUDA: ``baseline`` = ``torch.cuda.memory_allocated()`` (weights + inputs), ``peak`` =
   ``torch.cuda.max_memory_allocated()`` after ``reset_peak_memory_stats``; time from CUDA events.
 
@@ -39,6 +39,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -193,7 +194,7 @@ def measure_point(payload: dict) -> dict:
     if baseline is None or peak is None:
         return {**out, "status": "error", "message": "/proc/self/status is not readable: RSS needs Linux"}
     return {**out, "status": "ok", "memory_measure": measure, "peak_reset": hwm_reset, "baseline_bytes": baseline,
-            "peak_bytes": peak, "increment_bytes": peak - baseline, "time_s": times[0], "times_s": times}
+            "peak_bytes": peak, "increment_bytes": peak - baseline, "time_s": statistics.median(times), "times_s": times}
 
 
 def _child_main(payload_json: str) -> None:

@@ -119,12 +119,12 @@ def test_every_registered_cpu_profile_model_takes_every_cpu_length():
 
 def test_measure_point_in_process():
     payload = dict(name="linear_transformer", overrides=[["d_model", 32]], tokens=256, batch_size=1, warmup_tokens=64,
-                   time_repeats=2, mem_cap_bytes=10**9, device="cpu", num_threads=0)
+                   time_repeats=3, mem_cap_bytes=10**9, device="cpu", num_threads=0)
     r = ms.measure_point(payload)
     assert r["status"] == "ok" and r["memory_measure"] == "process_rss_vmhwm"
     assert r["peak_bytes"] >= r["baseline_bytes"] > 0
     assert r["increment_bytes"] == r["peak_bytes"] - r["baseline_bytes"]
-    assert len(r["times_s"]) == 2 and r["time_s"] == r["times_s"][0] > 0
+    assert len(r["times_s"]) == 3 and r["time_s"] == sorted(r["times_s"])[1] > 0  # the median of the repeats
     capped = ms.measure_point({**payload, "name": "transformer", "overrides": [["attn_impl", "dense"]], "mem_cap_bytes": 1000})
     assert capped["status"] == "over_cap" and capped["predicted_bytes"] == 2 * 4 * 256**2 * 4
 
@@ -176,3 +176,13 @@ def test_timeouts_are_reported_and_later_lengths_skipped():
     assert statuses == ["timeout", "skipped"]
     assert result["fits"]["linear_transformer"]["memory_exponent"] is None
     assert "timeout (> 0.5 s)" in ms.markdown_table(result)
+
+
+def test_measure_point_reports_the_median_of_its_repeats(monkeypatch):
+    # A fake clock: the three timed forwards take 5 s, 1 s and 3 s; the first is not the median.
+    ticks = iter([0.0, 5.0, 10.0, 11.0, 20.0, 23.0])
+    monkeypatch.setattr(ms.time, "perf_counter", lambda: next(ticks))
+    payload = dict(name="linear_transformer", overrides=[["d_model", 16]], tokens=64, batch_size=1, warmup_tokens=0,
+                   time_repeats=3, mem_cap_bytes=10**9, device="cpu", num_threads=0)
+    r = ms.measure_point(payload)
+    assert r["times_s"] == [5.0, 1.0, 3.0] and r["time_s"] == 3.0
