@@ -52,7 +52,8 @@ if str(REPO_ROOT) not in sys.path:  # run as a script: make `models` and `pipeli
 
 import yaml  # noqa: E402
 
-from pipelines.common.errors import SwarmlabError, atomic_dir, cli  # noqa: E402
+from swarmlab.errors import SwarmlabError, cli  # noqa: E402
+from swarmlab.io import atomic_dir  # noqa: E402
 from pipelines.common.paths import REPORTS_DIR, git_commit  # noqa: E402
 
 OUT_DIR = REPORTS_DIR / "memory_scaling"
@@ -407,9 +408,9 @@ def goals_text(goals: dict) -> str:
 
 def plot(result: dict, path: Path) -> None:
     """Log-log memory increment and time vs N, one line per model; open markers = predicted, not run."""
-    from pipelines.common.plots import _plt
+    from swarmlab.plots import pyplot
 
-    plt = _plt()
+    plt = pyplot()
     fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(12, 4.8))
     timeout_s = result["config"]["timeout_s"]
     for i, label in enumerate(dict.fromkeys(p["model"] for p in result["points"])):

@@ -27,13 +27,12 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.errors import SwarmlabError, atomic_dir, atomic_write_text, cli
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_dir, atomic_write_text, read_parquet_checked, write_shards
 from pipelines.common.paths import DATA_DIR, REPORTS_DIR, datasets_dir
 from pipelines.common.progress import progress
-from pipelines.prepare import write_shards
 from tasks.augmentation import (CONNECTIVES, combine_reviews, load_resources, replace_synonyms, sentiment_flipped,
                                 shuffle_sentences)
-from tasks.text_data import read_parquet_checked
 
 IN_DIR = DATA_DIR / "prepared"
 OUT_DIR = DATA_DIR / "augmented"
@@ -267,10 +266,8 @@ def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metric
                         raise SwarmlabError(f"{in_dir / shard} is missing: rerun the prepare stage (dvc repro prepare)")
                     shutil.copyfile(in_dir / shard, tmp / shard)
                 meta["splits"][split] = dict(split_info)
-        elapsed, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
-        meta["timing"] = {"wall_s": round(elapsed, 2), "cpu_s": round(cpu, 2),
-                          "train_reviews_per_s": round(train.num_rows / elapsed, 1)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    elapsed, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0  # printed, not in meta.json (its hash must be stable)
     if metrics_file is not None:
         metrics = {"train_rows": table.num_rows, **{f"{k}_rows": v for k, v in meta["splits"]["train"]["by_source"].items()},
                    **{f"{k}_rejected": stats["strategies"][k]["rejected"] for k in STRATEGIES}}

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.errors import SwarmlabError, atomic_dir, cli
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_dir, write_shards
 from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
 from tasks.imdb_sources import read_imdb
 
@@ -51,16 +52,6 @@ def split_tables(tables: dict[str, pa.Table], *, seed: int, val_fraction: float,
         test = test.take(stratified_pick(test.column("label").to_numpy(), None, max_test, rng))
     out = {"train": train.filter(pa.array(~val_mask)), "val": train.filter(pa.array(val_mask)), "test": test}
     return {name: t.take(rng.permutation(t.num_rows)) for name, t in out.items()}  # seeded shuffle
-
-
-def write_shards(table: pa.Table, folder: Path, split: str, shards: int) -> list[str]:
-    names = []
-    bounds = np.linspace(0, table.num_rows, max(1, shards) + 1).astype(int)
-    for k in range(len(bounds) - 1):
-        name = f"{split}-{k:03d}.parquet"
-        pq.write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k]), folder / name, compression="zstd")
-        names.append(name)
-    return names
 
 
 def prepare(params: dict, out_dir: Path = OUT_DIR) -> dict:

@@ -6,7 +6,7 @@
 Per model, one Tune experiment in ``outputs/sweep/<task>/ray/<model>``: Optuna's TPE (seeded) proposes
 configurations from the model's space in params.yaml (``sweep.spaces``), ASHA stops weak trials early,
 and each trial is one training-engine ``fit`` that reports its validation metrics and a checkpoint
-every epoch (the objective is the best validation metric; the test split is never read). A crashed trial
+at every evaluation (the objective is the best validation metric; the test split is never read). A crashed trial
 restarts from its last checkpoint; ``--resume`` continues an interrupted sweep without rerunning
 finished trials and with the searcher's state. In MLflow (experiment ``<task>-sweep``): one parent run
 ``sweep-<model>`` with the best trial's params and metrics, and a nested run per trial.
@@ -30,17 +30,18 @@ import time
 from pathlib import Path
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.errors import SwarmlabError, atomic_write_text, cli
-from pipelines.common.paths import DATA_DIR, OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, git_commit, tracking_uri
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_write_text
+from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, git_commit, tracking_uri
 from pipelines.common.progress import progress_enabled
 from pipelines.common.search_space import ResolvedSpace, resolve_space
 
-TOKENIZED_DIR = DATA_DIR / "tokenized"
 SWEEP_DIR = OUTPUTS_DIR / "sweep"
 REPORT_DIR = REPORTS_DIR / "sweep"
 STATE_FILE = "state.json"
 SETTINGS = ("num_samples", "max_concurrent", "cpus_per_trial", "gpus_per_trial", "max_epochs", "time_budget_s",
-            "trial_timeout_s", "sweep_timeout_s", "grace_period", "reduction_factor", "startup_trials", "max_failures", "seed")
+            "trial_timeout_s", "sweep_timeout_s", "grace_period", "reduction_factor", "startup_trials", "max_failures", "seed",
+            "max_steps")
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -50,10 +51,10 @@ def check_settings(cfg: dict) -> None:
     """One-line errors for sweep settings that Ray would reject late or obscurely."""
     if cfg["num_samples"] < 1:
         raise SwarmlabError(f"sweep.num_samples must be >= 1, got {cfg['num_samples']}")
-    if cfg["max_epochs"] < 1:
-        raise SwarmlabError(f"sweep.max_epochs must be >= 1, got {cfg['max_epochs']}")
-    if not 1 <= cfg["grace_period"] <= cfg["max_epochs"]:
-        raise SwarmlabError(f"sweep.grace_period must be in [1, sweep.max_epochs={cfg['max_epochs']}], got {cfg['grace_period']}")
+    if cfg["max_epochs"] < 0 or cfg["max_steps"] < 0:
+        raise SwarmlabError(f"sweep.max_epochs and sweep.max_steps must be >= 0, got {cfg['max_epochs']} and {cfg['max_steps']}")
+    if cfg["grace_period"] < 1:
+        raise SwarmlabError(f"sweep.grace_period must be >= 1 (evaluations every trial runs), got {cfg['grace_period']}")
     if cfg["reduction_factor"] < 2:
         raise SwarmlabError(f"sweep.reduction_factor must be >= 2 (ASHA keeps 1/reduction_factor per rung), got {cfg['reduction_factor']}")
     if cfg["cpus_per_trial"] <= 0 or cfg["gpus_per_trial"] < 0:
@@ -100,7 +101,7 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise SwarmlabError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}): start one with "
-                            f"`ray start --head` (docs/sweeps.md), or drop --address / RAY_ADDRESS to run locally") from None
+                            f"`ray start --head` (README: Running on a Ray cluster), or drop --address / RAY_ADDRESS to run locally") from None
 
 
 def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: str | None = None) -> bool:
@@ -164,27 +165,44 @@ def model_names(requested: list[str], task) -> list[str]:
     return names
 
 
-def trial_train_config(params: dict) -> dict:
-    """TrainConfig keywords every trial starts from: ``train`` with the sweep's epochs and time budget."""
-    from pipelines.train import ENGINE_KEYS
+def trial_train_config(params: dict, task_name: str) -> dict:
+    """TrainConfig keywords every trial starts from: the task's training settings, with ``sweep.max_epochs``,
+    ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
+    from pipelines.common.runs import train_settings
 
-    cfg = {k: params["train"][k] for k in ENGINE_KEYS}
-    cfg.update(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"],
-               max_epochs=params["sweep"]["max_epochs"], time_budget_s=params["sweep"]["time_budget_s"])
+    cfg = train_settings(params, task_name)
+    sweep_cfg = params["sweep"]
+    for key in ("max_epochs", "max_steps"):
+        if sweep_cfg[key]:
+            cfg[key] = sweep_cfg[key]
+    cfg["time_budget_s"] = sweep_cfg["time_budget_s"]
     return cfg
 
 
-def model_space(name: str, task, params: dict, meta: dict) -> ResolvedSpace:
+def max_evaluations(train: dict) -> int:
+    """ASHA's ``max_t``: the evaluations a trial makes when nothing stops it (its time unit is one evaluation)."""
+    if not train["eval_every"]:
+        if not train["max_epochs"]:
+            raise SwarmlabError("a sweep needs an end in evaluations: set sweep.max_epochs (or sweep.max_steps with the "
+                                "task's train.eval_every)")
+        return train["max_epochs"]  # one evaluation per epoch
+    if not train["max_steps"]:
+        raise SwarmlabError(f"the task validates every {train['eval_every']} steps: set sweep.max_steps so that ASHA "
+                            f"knows how many evaluations a trial makes")
+    return -(-train["max_steps"] // train["eval_every"])
+
+
+def model_space(name: str, task, params: dict) -> ResolvedSpace:
     """The checked search space of model ``name`` (the model is built once to read its config fields)."""
     from pipelines.common.engine import TrainConfig
-    from pipelines.train import build_model
+    from pipelines.common.runs import build_model, model_overrides
 
-    model = build_model(name, task, meta, {})
-    base_train = trial_train_config(params)
+    model = build_model(name, task, {})
+    base_train = trial_train_config(params, task.name)
     return resolve_space(params["sweep"]["spaces"], task.name, name, model_cfg=model.cfg,
                          train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
                          check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
-                         data_seq_len=meta["seq_len"], model_overrides=params["train"]["model_overrides"])
+                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.name))
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -226,7 +244,7 @@ def _experiment_trials(grid) -> list:
     return list(grid._experiment_analysis.trials)  # the only place Tune exposes each trial's status
 
 
-def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir: Path, ray_dir: Path, state: dict,
+def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, ray_dir: Path, state: dict,
                 resources: dict, resume: bool, tracking: bool, lines: bool, callbacks=(), num_samples: int | None = None) -> dict:
     """Run (or continue) the Tune experiment of one model; returns its trials and its best trial."""
     import optuna
@@ -251,19 +269,22 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir
                                      "profile": str(params["profile"]), "git_commit": git_commit()})
         if not entry.get("parent_run_id"):
             parent.log_params({"sweep": settings, "space": space.describe(), "space_source": space.source,
-                               "data_dir": str(data_dir)})
+                               "task": {"name": task.name, **dataclasses.asdict(task.options)}})
     else:
         parent = NullTracker()
     entry["parent_run_id"] = parent.run_id
     atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
-    ctx = TrialContext(task=task.name, model=name, data_dir=str(data_dir), space=space, train=trial_train_config(params),
+    train = trial_train_config(params, task.name)
+    max_t = max_evaluations(train)
+    ctx = TrialContext(task=task.name, options=dataclasses.asdict(task.options), root=str(task.root), model=name,
+                       space=space, train=train,
                        monitor=task.monitor, mode=task.mode, cpus_per_trial=cfg["cpus_per_trial"],
                        sweep_id=state["sweep_id"], tracking_uri=uri, experiment=experiment, parent_run_id=parent.run_id,
                        tags={"profile": str(params["profile"]), "git_commit": git_commit()})
     trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
     exp_dir = ray_dir / name
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")  # one checkpoint per epoch is intended
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")  # one checkpoint per evaluation is intended
     # Snapshot the experiment state every second (Tune's default waits >= 10 s): a trial that ended before the driver
     # died is then known as finished on --resume instead of being restored from its final checkpoint.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
@@ -283,7 +304,7 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir
                 tune_config=TuneConfig(
                     metric=metric, mode=task.mode, num_samples=settings["num_samples"],
                     search_alg=OptunaSearch(sampler=sampler),
-                    scheduler=ASHAScheduler(time_attr="epoch", max_t=cfg["max_epochs"], grace_period=cfg["grace_period"],
+                    scheduler=ASHAScheduler(time_attr="evaluation", max_t=max_t, grace_period=min(cfg["grace_period"], max_t),
                                             reduction_factor=cfg["reduction_factor"]),
                     max_concurrent_trials=cfg["max_concurrent"] or None,
                     time_budget_s=cfg["sweep_timeout_s"] or None,
@@ -294,7 +315,7 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir
                     stop={"time_total_s": cfg["trial_timeout_s"]} if cfg["trial_timeout_s"] else None,
                     failure_config=FailureConfig(max_failures=cfg["max_failures"]),
                     checkpoint_config=CheckpointConfig(num_to_keep=1),
-                    callbacks=[TrialLog(label=label, space=space, monitor=task.monitor, max_epochs=cfg["max_epochs"],
+                    callbacks=[TrialLog(label=label, space=space, monitor=task.monitor, max_evaluations=max_t,
                                         lines=lines, tracking_uri=uri, experiment=experiment, sweep_id=state["sweep_id"],
                                         max_failures=cfg["max_failures"], trial_timeout_s=cfg["trial_timeout_s"]),
                                *callbacks]))
@@ -321,8 +342,8 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir
         m = result.metrics or {}
         values = space.decode(result.config) if all(d.name in result.config for d in space.dims) else {}
         rows.append({"model": name, "trial": Path(result.path).name.removeprefix("trial_"),
-                     "status": "error" if result.error else "ok", metric: m.get(metric), "best_epoch": m.get("best_epoch"),
-                     "epochs": m.get("epoch"), "mlflow_run_id": m.get("mlflow_run_id") or None,
+                     "status": "error" if result.error else "ok", metric: m.get(metric), "best_step": m.get("best_step"),
+                     "best_epoch": m.get("best_epoch"), "evaluations": m.get("evaluation"), "mlflow_run_id": m.get("mlflow_run_id") or None,
                      "checkpoint": str(Path(result.checkpoint.path) / "best.pt") if result.checkpoint else None,
                      "metrics": {k: v for k, v in m.items() if k.startswith("best_val_")}, "params": values,
                      "error": str(result.error).strip().splitlines()[-1][:300] if result.error else None})
@@ -334,7 +355,7 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, data_dir
         raise SwarmlabError(f"every trial of {name} failed" + (f", e.g. trial {first['trial']}: {first['error']} "
                                                                  f"(details under {exp_dir})" if first else ""))
     parent.log_params(best["params"])
-    parent.log_metrics({**best["metrics"], "best_epoch": best["best_epoch"], "trials": len(rows),
+    parent.log_metrics({**best["metrics"], "best_step": best["best_step"], "trials": len(rows),
                         "trials_failed": sum(r["status"] == "error" for r in rows)})
     parent.set_tags({"best_trial_id": best["trial"], "best_run_id": best["mlflow_run_id"] or ""})
     parent.finish()
@@ -370,7 +391,8 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
     for name, res in results.items():
         b = res["best"]
         per_model[name] = {"params": b["params"], "train": res["train"], "model_overrides": res["model_overrides"],
-                           metric: b[metric], "metrics": b["metrics"], "best_epoch": b["best_epoch"], "trial_id": b["trial"],
+                           metric: b[metric], "metrics": b["metrics"], "best_step": b["best_step"], "best_epoch": b["best_epoch"],
+                           "trial_id": b["trial"],
                            "mlflow_run_id": b["mlflow_run_id"], "mlflow_parent_run_id": res["parent_run_id"],
                            "checkpoint": b["checkpoint"], "trials": len(res["rows"]),
                            "trials_failed": sum(r["status"] == "error" for r in res["rows"])}
@@ -383,8 +405,8 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
     for r in model_rows:
         r["params"] = " ".join(f"{k}={_fmt(v)}" for k, v in r["params"].items())
 
-    model_cols = ["rank", "model", metric, "best_epoch", "trials", "trials_failed", "params"]
-    trial_cols = ["rank", "model", "trial", "status", metric, "best_epoch", "epochs", "params"]
+    model_cols = ["rank", "model", metric, "best_step", "best_epoch", "trials", "trials_failed", "params"]
+    trial_cols = ["rank", "model", "trial", "status", metric, "best_step", "best_epoch", "evaluations", "params"]
     md = (f"# Sweep of {task.name} ({params['profile']} profile, sweep {state['sweep_id']})\n\n"
           f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
           + format_table(model_rows, model_cols, markdown=True) + "\n## Trials\n\n"
@@ -404,30 +426,26 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
 
 
 def sweep(params: dict, *, task_name: str | None = None, models: list[str] | None = None, num_samples: int | None = None,
-          address: str | None = None, resume: bool = False, tracking: bool = True, data_dir: Path = TOKENIZED_DIR,
+          address: str | None = None, resume: bool = False, tracking: bool = True, options: dict | None = None,
           out_root: Path = SWEEP_DIR, report_root: Path = REPORT_DIR, callbacks=(), lines: bool | None = None,
           num_cpus: int | None = None) -> dict:
     """Sweep every requested model on one task; returns the content of ``best_params.json``.
 
     Everything that can be checked without Ray (task, models, spaces, data) is checked before Ray starts.
+    ``options`` replace keys of the task's options (``--data-dir`` sets ``data_dir``).
     """
-    from tasks import get_task
+    from pipelines.common.runs import default_task, make_task
 
-    try:
-        task = get_task(task_name or params["task"])
-    except KeyError as exc:
-        raise SwarmlabError(f"{exc.args[0]} (--task)") from None
+    task = make_task(params, default_task(params, task_name), options=options)
+    task.root = task.root.resolve()
     cfg = params["sweep"]
     check_settings(cfg)
     if num_samples is not None and num_samples < 1:
         raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
     names = model_names(models or cfg["models"], task)
-    data_dir = Path(data_dir).resolve()
-    meta_path = data_dir / "meta.json"
-    if not meta_path.is_file():
-        raise SwarmlabError(f"{meta_path} is missing: run the tokenize stage first (dvc repro tokenize) or pass --data-dir")
-    meta = json.loads(meta_path.read_text())
-    spaces = {name: model_space(name, task, params, meta) for name in names}
+    task.model_kwargs()  # the data's facts (a missing data folder is the first error)
+    spaces = {name: model_space(name, task, params) for name in names}
+    max_evaluations(trial_train_config(params, task.name))
 
     out_dir = Path(out_root).resolve() / task.name
     ray_dir = out_dir / "ray"
@@ -447,7 +465,7 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
         ray_dir.mkdir(parents=True, exist_ok=True)
         resources = trial_resources(ray.nodes(), cfg["cpus_per_trial"], cfg["gpus_per_trial"])
         t0 = time.perf_counter()
-        results = {name: sweep_model(name, spaces[name], task=task, params=params, data_dir=data_dir, ray_dir=ray_dir,
+        results = {name: sweep_model(name, spaces[name], task=task, params=params, ray_dir=ray_dir,
                                      state=state, resources=resources, resume=resume, tracking=tracking, lines=lines,
                                      callbacks=callbacks, num_samples=num_samples)
                    for name in names}
@@ -471,7 +489,8 @@ def main(argv=None) -> None:
     parser.add_argument("--resume", action="store_true", help="continue the interrupted sweep of this task: finished "
                                                               "trials are kept, unfinished ones continue from their checkpoints")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    parser.add_argument("--data-dir", default=str(TOKENIZED_DIR), help="tokenized data of the task (default: data/tokenized)")
+    parser.add_argument("--data-dir", default=None, help="the task's data folder (its `data_dir` option; default: "
+                                                         "tasks.<task>.options.data_dir)")
     parser.add_argument("--out-dir", default=str(SWEEP_DIR), help="Tune experiments go to <out-dir>/<task>/ray (default: outputs/sweep)")
     parser.add_argument("--report-dir", default=str(REPORT_DIR), help="best_params.json and summaries go to <report-dir>/<task> "
                                                                       "(default: reports/sweep)")
@@ -479,7 +498,8 @@ def main(argv=None) -> None:
     params = params_from(args)
     sweep(params, task_name=args.task, models=args.models.split(",") if args.models else None,
           num_samples=args.num_samples, address=args.address, resume=args.resume, tracking=not args.no_tracking,
-          data_dir=Path(args.data_dir), out_root=Path(args.out_dir), report_root=Path(args.report_dir))
+          options={"data_dir": str(Path(args.data_dir).resolve())} if args.data_dir else None,
+          out_root=Path(args.out_dir), report_root=Path(args.report_dir))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.errors import SwarmlabError, atomic_dir, cli
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_dir, read_parquet_checked
 from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
 from pipelines.common.progress import progress
-from tasks.text_data import read_parquet_checked
 from tasks.tokenization import PAD_ID, build_wordpiece, vocab_sha256
 
 IN_DIR = DATA_DIR / "augmented"
@@ -120,7 +120,7 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
     t0, total = time.perf_counter(), 0
     meta = {"seq_len": seq_len, "vocab": str(vocab_path), "vocab_sha256": vocab_sha256(vocab_path),
             "vocab_size": vocab_size, "pad_id": PAD_ID, "cls_id": tokenizer.token_to_id("[CLS]"),
-            "sep_id": tokenizer.token_to_id("[SEP]"), "splits": {}}
+            "sep_id": tokenizer.token_to_id("[SEP]"), "augment": meta_in.get("config"), "splits": {}}
     with atomic_dir(out_dir) as tmp:
         for split, info in meta_in["splits"].items():
             truncated = 0
@@ -134,8 +134,7 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
                 pq.write_table(out, tmp / shard, compression="zstd")
                 total += len(texts)
             meta["splits"][split] = {"rows": info["rows"], "shards": info["shards"], "at_max_length": truncated}
-        elapsed = time.perf_counter() - t0
-        meta["reviews_per_s"] = round(total / elapsed, 1)
+        elapsed = time.perf_counter() - t0  # printed, not stored: meta.json must not change when nothing else does
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s) -> {out_dir}")
     return meta

@@ -1,50 +1,249 @@
-"""What every task provides to the training engine.
+"""The task contract: everything a stage needs from a task, so that train, evaluate and sweep hold no
+assumption about text, sets, long documents or images.
 
-A task turns a batch (a dict of tensors from a dataset's ``get_batch``) into model outputs, a loss and
-streaming metrics. Datasets expose ``__len__`` and ``get_batch(idx: LongTensor) -> dict``; the engine
-does the shuffling and batching, so sets with masks, long documents and images plug in the same way.
+A task says what is learned and how it is scored:
+
+* **options**: ``Task.Options``, a dataclass filled from ``tasks.<name>.options`` in params.yaml and
+  checked like the rest of the settings (unknown keys, wrong types and refused values are one-line errors);
+* **data**: ``model_kwargs()`` (what ``models.create_model`` needs from the data: vocabulary and classes
+  for text, input and output dimensions for sets), ``train_data(model_cfg)`` and ``eval_data(split,
+  model_cfg)``. Training data is either *finite* (``FiniteData``: the engine walks epochs over it) or
+  *endless* (``EndlessData``: a fresh batch for every step, e.g. newly generated clustering tasks);
+* **compute**: ``forward(model, batch)`` returns whatever the model returns (a tensor, a tuple such as a
+  mixture's (pi, mu, sigma), or a dict) and ``loss(outputs, batch)`` a scalar tensor;
+* **scores**: ``new_metrics()`` returns a ``Metrics`` object that accumulates on the device without a
+  host sync and casts for itself; ``monitor``/``mode`` name the validation metric that selects checkpoints;
+* **reports**: ``report(meter, out_dir, title=...)`` writes the task's own figures (a confusion matrix,
+  a sample grid) and returns their paths.
+
+Batches are dicts of tensors. A finite dataset has ``__len__`` and ``get_batch(idx: LongTensor) -> dict``;
+it may add ``batch_plan(batch_size, generator)`` (its own grouping, e.g. sets of similar size) and
+``to(device)`` (a copy living on the device). The engine does the shuffling, batching, devices and
+precision, so a task never loops.
 """
 from __future__ import annotations
 
+import abc
+import dataclasses
+import math
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from tasks.metrics import ConfusionMatrix
+from swarmlab.errors import SwarmlabError
+
+Outputs = torch.Tensor | tuple | dict  # what a model returns: a tensor, a tuple of tensors or a dict of them
 
 
-class Task:
-    name: str = ""
-    model_kind: str = "text"  # which registry entries fit: models.list_models(kind=task.model_kind)
-    monitor: str = "accuracy"  # validation metric for early stopping and model selection
-    mode: str = "max"  # "max" or "min"
+# ----------------------------------------------------------------------------------------------- options
 
-    def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
-        raise NotImplementedError
 
-    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
-        raise NotImplementedError
+@dataclasses.dataclass
+class NoOptions:
+    """A task without settings of its own."""
 
-    def new_metrics(self):
-        raise NotImplementedError
+
+def _type_ok(value, hint) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is typing.Any:
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if origin is dict:
+        return isinstance(value, dict)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def parse_options(cls: type, values: dict | Any | None, where: str):
+    """``cls(**values)`` with one-line errors naming ``where`` (e.g. ``tasks.imdb.options``) and the key.
+
+    Unknown keys and values of the wrong type are refused here; the dataclass's ``__post_init__`` refuses
+    values out of range by raising ``ValueError`` (its message is kept).
+    """
+    if values is None:
+        values = {}
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, dict):
+        raise SwarmlabError(f"{where} must be a mapping, got {type(values).__name__} {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise SwarmlabError(f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(fields) or 'none'}")
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if not _type_ok(value, hints.get(key, typing.Any)):
+            raise SwarmlabError(f"{where}.{key} must be {_hint_name(hints[key])}, got {type(value).__name__} {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SwarmlabError(f"{where}.{key} must be a finite number, got {value!r}")
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise SwarmlabError(f"{where}: {exc}") from None
+
+
+def _hint_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+# -------------------------------------------------------------------------------------------------- data
+
+
+@runtime_checkable
+class FiniteData(Protocol):
+    """A split held in memory: the engine draws batches of indices from it."""
+
+    def __len__(self) -> int: ...
+
+    def get_batch(self, idx: torch.Tensor) -> dict[str, torch.Tensor]: ...
+
+
+class EndlessData(abc.ABC):
+    """A training source that makes a fresh batch for every step (no epochs): synthetic tasks, say.
+
+    ``batch(step, batch_size, seed)`` should depend only on its arguments, so that a resumed run sees the
+    batches an uninterrupted run would. Drawing from numpy's or Python's global generators works too: the
+    engine seeds them from ``seed`` and carries their state in every checkpoint.
+    """
+
+    endless: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+        """The training batch of optimizer step ``step`` (0-based)."""
+
+
+def is_endless(data) -> bool:
+    return bool(getattr(data, "endless", False))
+
+
+def batch_len(batch: dict) -> int:
+    """Rows in a batch: the leading size of its first tensor."""
+    for value in batch.values():
+        if torch.is_tensor(value):
+            return value.shape[0]
+    raise ValueError("a batch must hold at least one tensor")
+
+
+# ----------------------------------------------------------------------------------------------- metrics
+
+
+class Metrics(abc.ABC):
+    """Streaming metrics of one pass (an evaluation, or the training steps between two evaluations).
+
+    ``update`` runs every step: it must not move data to the host or read a value (no ``.item()``,
+    ``.cpu()``, ``float(tensor)``); it detaches and casts the outputs itself and accumulates on their
+    device. ``compute`` syncs once and returns plain floats.
+    """
+
+    @abc.abstractmethod
+    def update(self, outputs: Outputs, batch: dict, loss: torch.Tensor | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def compute(self) -> dict[str, float]: ...
+
+    def extras(self) -> dict:
+        """JSON-able results beside the scalars (a confusion matrix, say); empty by default."""
+        return {}
+
+
+class LossMeter(Metrics):
+    """The mean of the batches' mean losses, weighted by rows; the base of the tasks' meters."""
+
+    def __init__(self):
+        self.loss_sum: torch.Tensor | None = None  # on the device of the first loss seen
+        self.loss_rows = 0
+        self.rows = 0
+
+    def update(self, outputs: Outputs, batch: dict, loss: torch.Tensor | None = None) -> None:
+        n = batch_len(batch)
+        self.rows += n
+        if loss is not None:
+            value = loss.detach().double() * n  # float64, as Python floats summed before
+            self.loss_sum = value if self.loss_sum is None else self.loss_sum + value
+            self.loss_rows += n
+
+    def compute(self) -> dict[str, float]:
+        return {"loss": float(self.loss_sum) / self.loss_rows} if self.loss_rows else {}
+
+
+# -------------------------------------------------------------------------------------------------- task
+
+
+class Task(abc.ABC):
+    """What is learned and how it is scored. Subclasses are registered with ``tasks.register_task``."""
+
+    name: ClassVar[str] = ""
+    model_kind: ClassVar[str] = ""  # which registry entries fit: models.list_models(kind=task.model_kind)
+    monitor: ClassVar[str] = "loss"  # validation metric for checkpoint selection, early stopping, backtracking
+    mode: ClassVar[str] = "min"  # "max" or "min"
+    item_name: ClassVar[str] = "samples"  # what one row is, in messages: "reviews", "tasks", "images"
+    Options: ClassVar[type] = NoOptions  # the task's settings: params.yaml `tasks.<name>.options`
+
+    def __init__(self, options: dict | Any | None = None, *, root: str | Path | None = None):
+        """``options`` are checked against ``Options``; relative data paths in them resolve against ``root``."""
+        self.options = parse_options(self.Options, options, f"tasks.{self.name}.options")
+        self.root = Path(root) if root is not None else Path.cwd()
+
+    def path(self, value: str | Path) -> Path:
+        """A path option resolved against the task's root (the work folder of the stages)."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.root / p
+
+    # data ------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def model_kwargs(self) -> dict:
+        """Keyword arguments ``models.create_model`` needs from the data (read once, no tensors)."""
+
+    @abc.abstractmethod
+    def train_data(self, model_cfg) -> FiniteData | EndlessData:
+        """The training source for a model with config ``model_cfg`` (never the test split)."""
+
+    @abc.abstractmethod
+    def eval_data(self, split: str, model_cfg) -> FiniteData:
+        """The ``val`` or ``test`` split for a model with config ``model_cfg``."""
+
+    def max_seq_len(self) -> int | None:
+        """The longest ``seq_len`` the data can feed a model (a sweep refuses longer ones); None = any."""
+        return None
+
+    def describe_data(self, train, val) -> dict:
+        """Facts about the data worth logging with a run (sizes, lengths)."""
+        out = {"val_rows": len(val)}
+        if not is_endless(train):
+            out["train_rows"] = len(train)
+        return out
+
+    # compute ---------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def forward(self, model: nn.Module, batch: dict) -> Outputs: ...
+
+    @abc.abstractmethod
+    def loss(self, outputs: Outputs, batch: dict) -> torch.Tensor:
+        """A scalar: the batch's mean loss (computed in fp32 by the task when precision matters)."""
+
+    # scores ----------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def new_metrics(self) -> Metrics: ...
 
     def is_better(self, value: float, best: float | None) -> bool:
-        if best is None:
-            return True
+        if best is None or (isinstance(best, float) and math.isnan(best)):
+            return not (isinstance(value, float) and math.isnan(value))
         return value > best if self.mode == "max" else value < best
 
-
-class TextClassificationTask(Task):
-    """``model(input_ids, attention_mask) -> logits``; cross-entropy; confusion-matrix metrics."""
-
-    num_classes: int = 2
-    positive_class: int = 1
-
-    def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
-        return model(batch["input_ids"], batch["attention_mask"])  # (B, num_classes)
-
-    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
-        return F.cross_entropy(outputs.float(), batch["label"])
-
-    def new_metrics(self) -> ConfusionMatrix:
-        return ConfusionMatrix(self.num_classes)
+    def report(self, meter: Metrics, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
+        """Task-specific figures of an evaluation (e.g. a confusion matrix) under ``out_dir``; their paths."""
+        return []

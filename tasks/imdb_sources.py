@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 
 SPLITS = ("train", "test")
 LABELS = {"neg": 0, "pos": 1}

@@ -3,33 +3,46 @@ from __future__ import annotations
 
 import torch
 
+from tasks.base import LossMeter
 
-class ConfusionMatrix:
-    def __init__(self, num_classes: int, label_key: str = "label"):
+
+class ConfusionMatrix(LossMeter):
+    """Accuracy, precision/recall/F1 of one class, and the loss, accumulated on the logits' device.
+
+    ``update`` adds a batch with one ``index_add_`` into a (K*K,) counter: no host sync (``bincount``
+    would read the maximum back to size its output).
+    """
+
+    def __init__(self, num_classes: int, label_key: str = "label", positive: int = 1):
+        super().__init__()
         self.num_classes = num_classes
         self.label_key = label_key
-        self.matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
-        self.loss_sum = 0.0
-        self.count = 0
-        self.loss_count = 0
+        self.positive = positive
+        self.counts: torch.Tensor | None = None  # (K*K,) long, created on the first batch's device
 
     def update(self, logits: torch.Tensor, batch: dict, loss: torch.Tensor | None = None) -> None:
         """Add a batch: ``logits`` (B, K), ``batch[label_key]`` (B,), ``loss`` the batch's mean loss."""
-        preds = logits.detach().argmax(dim=-1).cpu()
-        targets = batch[self.label_key].cpu()
-        idx = targets * self.num_classes + preds
-        self.matrix += torch.bincount(idx, minlength=self.num_classes**2).view(self.num_classes, self.num_classes)
-        if loss is not None:  # the batch's mean loss
-            self.loss_sum += float(loss) * len(targets)
-            self.loss_count += len(targets)
-        self.count += len(targets)
+        super().update(logits, batch, loss)
+        preds = logits.detach().argmax(dim=-1)  # (B,)
+        targets = batch[self.label_key].to(preds.device)
+        if self.counts is None:
+            self.counts = torch.zeros(self.num_classes**2, dtype=torch.long, device=preds.device)
+        self.counts.index_add_(0, targets * self.num_classes + preds, torch.ones_like(preds))
 
-    def compute(self, positive: int = 1) -> dict:
+    @property
+    def matrix(self) -> torch.Tensor:
+        """(K, K) counts on the CPU: rows = truth, columns = prediction."""
+        if self.counts is None:
+            return torch.zeros(self.num_classes, self.num_classes, dtype=torch.long)
+        return self.counts.view(self.num_classes, self.num_classes).cpu()
+
+    def compute(self) -> dict:
         """Accuracy, and precision/recall/F1 of class ``positive``; loss when losses were given."""
         m = self.matrix.double()
-        tp = m[positive, positive]
-        precision = float(tp / m[:, positive].sum()) if m[:, positive].sum() > 0 else 0.0
-        recall = float(tp / m[positive, :].sum()) if m[positive, :].sum() > 0 else 0.0
+        p = self.positive
+        tp = m[p, p]
+        precision = float(tp / m[:, p].sum()) if m[:, p].sum() > 0 else 0.0
+        recall = float(tp / m[p, :].sum()) if m[p, :].sum() > 0 else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
         out = {
             "accuracy": float(m.diag().sum() / m.sum()) if m.sum() > 0 else 0.0,
@@ -37,6 +50,8 @@ class ConfusionMatrix:
             "recall": recall,
             "f1": f1,
         }
-        if self.loss_count:
-            out["loss"] = self.loss_sum / self.loss_count
+        out.update(super().compute())
         return out
+
+    def extras(self) -> dict:
+        return {"confusion_matrix": self.matrix.tolist()}

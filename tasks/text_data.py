@@ -5,21 +5,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
-from pipelines.common.errors import SwarmlabError
-
-
-def read_parquet_checked(path: Path, columns: list[str] | None = None):
-    """``pq.read_table`` with a one-line error naming the damaged or missing file."""
-    if not Path(path).is_file():
-        raise SwarmlabError(f"{path} is missing: run the stage that writes it first (dvc repro)")
-    try:
-        return pq.read_table(path, columns=columns)
-    except Exception as exc:  # ArrowInvalid, OSError, ... for damaged files
-        raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: "
-                            f"delete it and rerun its stage (dvc repro --force <stage>)") from None
+from swarmlab.errors import SwarmlabError
+from swarmlab.io import read_parquet_checked
 
 
 class TokenizedTextDataset:
@@ -56,9 +45,14 @@ class TokenizedTextDataset:
         ids[cut, seq_len - 1] = self.sep_id
         return TokenizedTextDataset(ids, self.lengths.clamp(max=seq_len), self.labels, self.sep_id)
 
+    def to(self, device) -> "TokenizedTextDataset":
+        """A copy held on ``device`` (IMDB's train split at 256 tokens is 42 MB: it fits on any GPU)."""
+        return TokenizedTextDataset(self.input_ids.to(device), self.lengths.to(device), self.labels.to(device), self.sep_id)
+
     def get_batch(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        idx = idx.to(self.input_ids.device, non_blocking=True)
         ids = self.input_ids[idx].long()  # (B, L)
-        positions = torch.arange(ids.shape[1])
+        positions = torch.arange(ids.shape[1], device=ids.device)
         return {
             "input_ids": ids,
             "attention_mask": positions[None, :] < self.lengths[idx, None],  # (B, L) True = real token

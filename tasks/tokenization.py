@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 
 BERT_UNCASED_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 PAD_ID = 0

@@ -85,16 +85,24 @@ def imdb_parquet(tmp_path) -> Path:
     return write_parquet_folder(tmp_path / "imdb")
 
 
+def _train_defaults() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"]["train"]
+
+
 TINY_PARAMS = {
     "profile": "test",
     "paths": {"datasets": str(SHARED_DATASETS)},
     "seed": 0,
     "task": "imdb",
+    "tasks": {"imdb": {"models": ["swarmformer_small"],
+                       "model_overrides": {"d_model": 16, "seq_len": 32, "cluster_size": 4, "dropout": 0.1},
+                       "train": {}, "options": {"data_dir": "data/tokenized"}}},
     "prepare": {"source": "", "val_fraction": 0.2, "max_train": 0, "max_test": 0, "shards": 2},
     "tokenize": {"vocab": "bert_vocab/bert-base-uncased-vocab.txt", "seq_len": 32},
-    "train": {"models": ["swarmformer_small"], "model_overrides": {"d_model": 16, "seq_len": 32, "cluster_size": 4, "dropout": 0.1},
-              "batch_size": 8, "lr": 1e-3, "weight_decay": 0.01, "max_epochs": 2, "patience": 0, "grad_clip": 1.0,
-              "max_batches_per_epoch": 0, "time_budget_s": 0.0, "device": "cpu", "amp": False, "num_threads": 0},
+    "train": {**_train_defaults(), "batch_size": 8, "lr": 1e-3, "weight_decay": 0.01, "max_epochs": 2, "patience": 0,
+              "device": "cpu", "amp": False},
     "evaluate": {"batch_size": 16, "warmup_batches": 1},
 }
 
@@ -114,4 +122,5 @@ def tiny_tokenized(tiny_params, tmp_path) -> Path:
 
     prepare(tiny_params, tmp_path / "data" / "prepared")
     tokenize(tiny_params, tmp_path / "data" / "prepared", tmp_path / "data" / "tokenized")
+    tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "data" / "tokenized")
     return tmp_path / "data" / "tokenized"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.augment import AugmentConfig, augment, augment_train, pick, plan_combos, with_provenance
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params
 from pipelines.common.paths import PARAMS_FILE, datasets_dir
 from tasks.augmentation.lexicon import NEGATIONS, NUMBER_WORDS, STOP_WORDS, is_skipped
@@ -60,7 +60,7 @@ def make_reviews(n: int, seed: int, split: str = "train") -> pa.Table:
 
 
 def write_prepared(folder: Path, n_train: int = 40, n_eval: int = 10) -> Path:
-    from pipelines.prepare import write_shards
+    from swarmlab.io import write_shards
 
     folder.mkdir(parents=True)
     meta = {"splits": {}}

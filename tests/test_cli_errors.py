@@ -27,8 +27,8 @@ def base_params(source="") -> dict:
         "paths": {"datasets": str(SHARED_DATASETS)},
         "defaults": yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"],
         "profiles": {"t": {"prepare": {"source": str(source), "max_train": 0}, "tokenize": {"seq_len": 32},
-                           "train": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4},
-                                     "max_epochs": 1, "batch_size": 8, "device": "cpu"}}},
+                           "tasks": {"imdb": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4}}},
+                           "train": {"max_epochs": 1, "batch_size": 8, "device": "cpu"}}},
     }
 
 
@@ -69,7 +69,7 @@ def test_wrong_type(tmp_path):
 def test_value_the_engine_refuses(tmp_path):
     params = base_params()
     params["profiles"]["t"]["train"]["amp"] = "half"
-    assert_one_line_error(run_stage("train", tmp_path, params), "amp must be one of fp32, bf16, auto", "got 'half' (train)")
+    assert_one_line_error(run_stage("train", tmp_path, params), "amp must be one of fp32, bf16, auto", "got 'half' (train / tasks.imdb.train)")
 
 
 def test_empty_review(tmp_path):
@@ -100,9 +100,9 @@ def test_pipeline_errors_downstream(tmp_path):
         assert proc.returncode == 0, (stage, proc.stderr)
 
     bad = base_params(source)
-    bad["profiles"]["t"]["train"]["model_overrides"]["cluster_size"] = 5
+    bad["profiles"]["t"]["tasks"]["imdb"]["model_overrides"]["cluster_size"] = 5
     proc = run_stage("train", tmp_path, bad)
-    assert_one_line_error(proc, "seq_len=32 is not divisible by cluster_size=5", "train.model_overrides")
+    assert_one_line_error(proc, "seq_len=32 is not divisible by cluster_size=5", "tasks.imdb.model_overrides")
     assert not (tmp_path / "outputs").exists()
 
     shard = tmp_path / "data" / "tokenized" / "train-001.parquet"

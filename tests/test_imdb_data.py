@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.prepare import prepare, split_tables
 from tasks.imdb_sources import read_imdb
 from tests.conftest import acl_members, write_acl_folder, write_acl_tarball, write_parquet_folder

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import models
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params, validate_all
 from pipelines.common.paths import REPO_ROOT
 

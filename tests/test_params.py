@@ -1,6 +1,6 @@
 import pytest
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params, validate_all
 
 BASE = """
@@ -66,5 +66,13 @@ def test_repo_params_resolve_for_every_profile():
     paper = load_params(profile="paper")
     assert paper["train"]["batch_size"] == 48 and paper["train"]["lr"] == 4.74e-4
     assert paper["train"]["weight_decay"] == 0.0381 and paper["train"]["max_epochs"] == 20
-    assert paper["train"]["patience"] == 5 and paper["train"]["model_overrides"]["dropout"] == 0.4
-    assert set(paper["train"]["models"]) == {"swarmformer_small", "swarmformer_base"}
+    imdb = paper["tasks"]["imdb"]
+    assert paper["train"]["patience"] == 5 and imdb["model_overrides"]["dropout"] == 0.4
+    assert set(imdb["models"]) == {"swarmformer_small", "swarmformer_base"}
+
+
+def test_only_the_declared_sections_override_at_the_top_level(tmp_path):
+    """A top-level section DVC stages do not declare would leave their results "up to date" when it changes."""
+    text = BASE.replace("  train:", "  evaluate: {batch_size: 8}\n  train:")
+    with pytest.raises(SwarmlabError, match=r"unknown top-level key\(s\) \['evaluate'\].*set evaluate under defaults"):
+        load_params(write(tmp_path, text + "evaluate: {batch_size: 4}\n"))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
@@ -38,21 +39,40 @@ def test_smoke_profile_through_dvc(tmp_path):
     proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for stage in ("prepare", "tokenize", "train", "evaluate"):
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb"):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
-    evaluation = json.loads((repo / "reports" / "evaluate" / "metrics.json").read_text())["swarmformer_small"]
+    evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
     assert evaluation["latency_ms_p95"] >= evaluation["latency_ms_p50"] > 0 and evaluation["throughput_samples_per_s"] > 0
     assert sum(map(sum, evaluation["confusion_matrix"])) == 400
-    training = json.loads((repo / "reports" / "train" / "metrics.json").read_text())["swarmformer_small"]
-    assert training["epochs"] == 2 and training["num_params"] == evaluation["num_params"]
-    assert (repo / "reports" / "train" / "history" / "swarmformer_small.csv").is_file()
-    assert (repo / "reports" / "evaluate" / "plots" / "confusion_swarmformer_small.png").is_file()
+    training = json.loads((repo / "reports" / "train" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
+    assert training["evaluations"] == 2 and training["num_params"] == evaluation["num_params"]
+    assert (repo / "reports" / "train" / "imdb" / "history" / "swarmformer_small.csv").is_file()
+    assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small.png").is_file()
     assert (repo / "dvc.lock").is_file()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout + status.stderr
+
+    # Each override the README documents marks exactly the stages that read it (checked before anything reruns).
+    def stages_marked(edit) -> set[str]:
+        original = (repo / "params.yaml").read_text()
+        raw = yaml.safe_load(original)
+        edit(raw)
+        (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        try:
+            out = subprocess.run([*dvc, "status", "--json", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
+            return set(json.loads(out.stdout or "{}"))
+        finally:
+            (repo / "params.yaml").write_text(original)
+
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling"}
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == {"train@imdb", "evaluate@imdb"}  # -S +train.lr=
+    assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
+    assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
+    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",
+                                                                                                          "evaluate@imdb"}
 
     from mlflow.tracking import MlflowClient
 
@@ -63,7 +83,8 @@ def test_smoke_profile_through_dvc(tmp_path):
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert {"val_accuracy", "train_loss", "test_accuracy", "latency_ms_p50", "peak_memory_mb"} <= set(run.data.metrics)
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2]
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]  # optimizer steps
+    assert len(steps) == 2 and steps[1] == 2 * steps[0] == training["steps"]
     assert run.data.params["model.d_model"] == "128" and run.data.params["profile"] == "smoke"
     assert run.data.tags["git_commit"] != "unknown" and run.data.tags["num_params"] == "4302850"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -100,7 +100,7 @@ def test_retruncation_equals_tokenizing_shorter(tiny_tokenized):
 
 
 def test_model_longer_than_tokenized_is_a_clear_error(tiny_tokenized):
-    from pipelines.common.errors import SwarmlabError
+    from swarmlab.errors import SwarmlabError
 
     with pytest.raises(SwarmlabError, match="raise tokenize.seq_len to at least 64"):
         TokenizedTextDataset.from_parquet(tiny_tokenized, "val").truncated(64)

@@ -10,8 +10,10 @@ Layout::
 ``defaults`` is the schema: a profile may only set keys that exist there, with a value of the same
 type (an int is accepted where a float is expected). A key whose default is ``{}`` is free-form.
 
-A top-level key named like a section of ``defaults`` (``train:``, ``augment:``) overrides every profile,
-last: ``dvc exp run -S train.lr=1e-3`` or ``-S augment.enabled=false`` work whatever the profile.
+The top-level sections ``train:`` and ``augment:`` override every profile, last: ``dvc exp run -S
++train.lr=1e-3`` (``+`` adds a key to the empty ``train: {}``) or ``-S augment.enabled=false`` work whatever the
+profile. Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the
+stages an override changes (a top-level section nobody declared would leave stale results "up to date").
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import PARAMS_FILE
 
 TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles"}
+OVERRIDE_SECTIONS = ("augment", "train")  # top-level sections that override every profile (declared in dvc.yaml)
 
 
 def _type_name(value) -> str:
@@ -78,10 +81,13 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     defaults = raw.get("defaults")
     if not isinstance(defaults, dict):
         raise SwarmlabError(f"{path}: a 'defaults' mapping is required")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(defaults))
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OVERRIDE_SECTIONS))
     if unknown:
-        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS | set(defaults))}")
-    top_overrides = {k: v for k, v in raw.items() if k in defaults and k not in TOP_LEVEL_KEYS}
+        hint = (f"; set {', '.join(u for u in unknown if u in defaults)} under defaults or a profile"
+                if any(u in defaults for u in unknown) else "")
+        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS)} and the override "
+                            f"sections {list(OVERRIDE_SECTIONS)}{hint}")
+    top_overrides = {k: raw[k] or {} for k in OVERRIDE_SECTIONS if k in raw}
     profiles = raw.get("profiles") or {}
     name = profile or raw.get("profile")
     if name is None:

@@ -5,7 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO_ROOT / "params.yaml"

@@ -32,7 +32,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 
 DISTRIBUTIONS = ("loguniform", "uniform", "int")
 DATA_FIELDS = ("vocab_size", "num_classes")  # set by the data and the task, never searched

@@ -1,20 +1,20 @@
 """The Ray Tune trainable of ``pipelines.sweep``: one trial = one engine ``fit`` with sampled hyperparameters.
 
 Runs inside a Ray worker whose working directory is a Ray session folder, so everything it touches is
-an absolute path carried in its ``TrialContext``. After every epoch it reports the validation metrics
+an absolute path carried in its ``TrialContext``. After every evaluation it reports the validation metrics
 and a checkpoint (the engine's ``last.pt``, ``best.pt``, ``history.csv``); a restarted trial continues
 from ``tune.get_checkpoint()``. Its MLflow run is nested under the sweep's parent run and is found
 again by the trial id when the trial is retried, so a retry continues the same run.
 """
 from __future__ import annotations
 
-import csv
+import dataclasses
 import json
 import math
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ray.tune import Callback
@@ -30,8 +30,9 @@ class TrialContext:
     """What every trial of one model's sweep shares. Paths are absolute; nothing depends on the cwd."""
 
     task: str
+    options: dict  # the task's options (tasks.<task>.options, data paths made absolute)
+    root: str  # the work folder relative data paths resolve against
     model: str
-    data_dir: str
     space: ResolvedSpace
     train: dict  # TrainConfig keyword arguments before the sampled values
     monitor: str  # the task's validation metric, e.g. accuracy
@@ -49,33 +50,25 @@ def objective(monitor: str) -> str:
     return f"best_val_{monitor}"
 
 
-_DATA_CACHE: dict[tuple[str, str], object] = {}  # (data_dir, split) -> dataset, shared by trials of a reused actor
+_DATA_CACHE: dict[tuple, object] = {}  # (task, options, split, seq_len) -> data, shared by the trials of a reused actor
 
 
-def _load(task, data_dir: str, split: str, seq_len: int | None):
-    key = (data_dir, split)
+def _load(task, split: str, model_cfg):
+    """The task's ``split`` for ``model_cfg``, kept for the next trial of this worker when it needs the same."""
+    key = (task.name, json.dumps(dataclasses.asdict(task.options), sort_keys=True), split, getattr(model_cfg, "seq_len", None))
     if key not in _DATA_CACHE:
-        if len(_DATA_CACHE) >= 4:  # another sweep's data: do not hold both
+        if len(_DATA_CACHE) >= 4:  # other settings' data: do not hold both
             _DATA_CACHE.clear()
-        _DATA_CACHE[key] = task.load_split(Path(data_dir), split)
-    ds = _DATA_CACHE[key]
-    return ds.truncated(seq_len) if seq_len else ds
+        _DATA_CACHE[key] = task.train_data(model_cfg) if split == "train" else task.eval_data(split, model_cfg)
+    return _DATA_CACHE[key]
 
 
-def _read_history(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
-
-
-def best_so_far(history: list[dict], monitor: str, mode: str) -> dict:
-    """``best_epoch`` and ``best_val_*`` (every validation metric of the best epoch so far)."""
-    scored = [r for r in history if math.isfinite(r.get(f"val_{monitor}", math.nan))]
-    if not scored:
+def best_metrics(best: dict) -> dict:
+    """``best_evaluation``, ``best_step``, ``best_epoch`` and ``best_val_*`` of the engine's best evaluation."""
+    if not best:
         return {}
-    pick = max if mode == "max" else min
-    best = pick(scored, key=lambda r: r[f"val_{monitor}"])
-    out = {"best_epoch": int(best["epoch"])}
-    out.update({f"best_{k}": v for k, v in best.items() if k.startswith("val_")})
+    out = {"best_evaluation": best["evaluation"], "best_step": best["step"], "best_epoch": best["epoch"]}
+    out.update({f"best_val_{k}": v for k, v in best["metrics"].items()})
     return out
 
 
@@ -103,55 +96,54 @@ def _tracker(ctx: TrialContext, trial_id: str):
 
 
 def run_trial(config: dict, ctx: TrialContext) -> None:
-    """Train one sampled configuration, reporting after every epoch (the Tune function trainable)."""
+    """Train one sampled configuration, reporting after every evaluation (the Tune function trainable)."""
     import ray
     from ray import tune
     from ray.tune import Checkpoint
 
     from pipelines.common.engine import TrainConfig, fit
+    from pipelines.common.runs import build_model
     from pipelines.common.seeds import set_seeds
-    from pipelines.train import build_model
     from tasks import get_task
 
     trial_id = tune.get_context().get_trial_id()
-    task = get_task(ctx.task)
+    task = get_task(ctx.task, ctx.options, root=ctx.root)
     values = ctx.space.decode(config)
     train_kw, model_kw = ctx.space.split(values)
-    meta = json.loads((Path(ctx.data_dir) / "meta.json").read_text())
     cfg = TrainConfig(**{**ctx.train, **train_kw})
     set_seeds(cfg.seed)  # the initial weights must not depend on what this (reused) worker process did before
-    model = build_model(ctx.model, task, meta, {**ctx.space.model_base, **model_kw})
-    seq_len = getattr(model.cfg, "seq_len", None)
-    train_ds = _load(task, ctx.data_dir, "train", seq_len)
-    val_ds = _load(task, ctx.data_dir, "val", seq_len)  # the objective is validation; the test split is never read
+    model = build_model(ctx.model, task, {**ctx.space.model_base, **model_kw})
+    train_ds = _load(task, "train", model.cfg)
+    val_ds = _load(task, "val", model.cfg)  # the objective is validation; the test split is never read
     if not cfg.num_threads:  # one torch thread per CPU the trial holds, not one per core of the node
         cfg.num_threads = max(1, int(ctx.cpus_per_trial))
 
     work = Path(tempfile.mkdtemp(prefix=f"swarmlab-trial-{trial_id}-"))
     checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:  # a retry after a crash, or a resumed sweep: continue from the last epoch
+    if checkpoint is not None:  # a retry after a crash, or a resumed sweep: continue from the last evaluation
         checkpoint.to_directory(str(work))
     tracker, continued = _tracker(ctx, trial_id)
     if not continued:
-        tracker.log_params({**values, "model": {"name": ctx.model, **asdict(model.cfg)},
-                            "data": {"seq_len": meta["seq_len"], "train_rows": len(train_ds), "val_rows": len(val_ds)}})
+        tracker.log_params({**values, "model": {"name": ctx.model, **dataclasses.asdict(model.cfg)},
+                            "data": task.describe_data(train_ds, val_ds)})
     tracker.set_tags({"node_id": ray.get_runtime_context().get_node_id()})
     reported = []
     extra = {"mlflow_run_id": tracker.run_id or "", "num_params": model.get_num_params()}
 
-    def report(epoch: int, row: dict, out_dir: Path) -> None:
-        best = best_so_far(_read_history(out_dir / "history.csv"), ctx.monitor, ctx.mode)
-        metrics = {k: v for k, v in row.items() if isinstance(v, (int, float))}
-        tune.report({**metrics, **best, **extra, "epoch": epoch}, checkpoint=Checkpoint.from_directory(str(out_dir)))
-        reported.append(epoch)
+    def report(state) -> None:
+        metrics = {k: v for k, v in state.row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        tune.report({**metrics, **best_metrics(state.best), **extra}, checkpoint=Checkpoint.from_directory(str(state.out_dir)))
+        reported.append(state.evaluation)
 
     try:
         result = fit(model, task, train_ds, val_ds, cfg, work, resume=checkpoint is not None, tracker=tracker,
                      callbacks=(report,), desc=f"[{trial_id}] ")
-        if not reported and result.history:  # resumed from a checkpoint taken after its last epoch
-            report(result.history[-1]["epoch"], result.history[-1], work)
-        tracker.log_metrics({"best_epoch": result.best_epoch, "epochs": len(result.history),
-                             "train_time_s": result.train_time_s,
+        if not reported and result.history:  # resumed from a checkpoint taken after its last evaluation
+            last = result.history[-1]
+            metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            tune.report({**metrics, **best_metrics(result.best), **extra}, checkpoint=Checkpoint.from_directory(str(work)))
+        tracker.log_metrics({"best_step": result.best_step, "evaluations": len(result.history), "steps": result.steps,
+                             "train_time_s": result.train_time_s, "backtracks": result.backtracks,
                              **{f"best_val_{k}": v for k, v in result.best_val.items()}})
         tracker.set_tags({"stopped": result.stopped})
         tracker.finish()
@@ -177,13 +169,13 @@ def _fmt(value) -> str:
 class TrialLog(Callback):
     """Driver side: one line per trial event, and closing the MLflow run of a trial that Tune ended.
 
-    A trial that ASHA stops is killed between epochs and cannot close its own run; one that fails for
+    A trial that ASHA stops is killed between evaluations and cannot close its own run; one that fails for
     good is marked FAILED here. Holds only plain values, so Tune can pickle it into the experiment state.
     """
 
-    def __init__(self, *, label: str, space: ResolvedSpace, monitor: str, max_epochs: int, lines: bool,
+    def __init__(self, *, label: str, space: ResolvedSpace, monitor: str, max_evaluations: int, lines: bool,
                  tracking_uri: str | None, experiment: str, sweep_id: str, max_failures: int, trial_timeout_s: float = 0.0):
-        self.label, self.space, self.monitor, self.max_epochs, self.lines = label, space, monitor, max_epochs, lines
+        self.label, self.space, self.monitor, self.max_evaluations, self.lines = label, space, monitor, max_evaluations, lines
         self.trial_timeout_s = trial_timeout_s
         self.tracking_uri, self.experiment, self.sweep_id, self.max_failures = tracking_uri, experiment, sweep_id, max_failures
 
@@ -197,7 +189,7 @@ class TrialLog(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         obj = objective(self.monitor)
-        self._print(trial, f"epoch {result.get('epoch')}/{self.max_epochs}  val_{self.monitor} "
+        self._print(trial, f"eval {result.get('evaluation')}/{self.max_evaluations}  step {result.get('step')}  val_{self.monitor} "
                            f"{result.get(f'val_{self.monitor}', math.nan):.4f}  best {result.get(obj, math.nan):.4f}  "
                            f"val_loss {result.get('val_loss', math.nan):.4f}  {result.get('time_this_iter_s', 0):.1f} s")
 
@@ -208,7 +200,7 @@ class TrialLog(Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         last = trial.last_result or {}
         self._print(trial, f"done   best val_{self.monitor} {last.get(objective(self.monitor), math.nan):.4f} "
-                           f"at epoch {last.get('best_epoch', '?')} of {last.get('epoch', '?')}")
+                           f"at evaluation {last.get('best_evaluation', '?')} of {last.get('evaluation', '?')}")
         self._close_run(trial, "FINISHED")
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -228,20 +220,20 @@ class TrialLog(Callback):
         if not run_id or client.get_run(run_id).info.status != "RUNNING":
             return
         last = trial.last_result or {}
-        finals = {k: v for k, v in last.items() if k.startswith("best_val_") or k == "best_epoch"}
-        if "epoch" in last:
-            finals["epochs"] = last["epoch"]
+        finals = {k: v for k, v in last.items() if k.startswith("best_val_") or k == "best_step"}
+        if "evaluation" in last:
+            finals["evaluations"] = last["evaluation"]
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, 0) for k, v in finals.items() if isinstance(v, (int, float))]
         if metrics:
             client.log_batch(run_id, metrics=metrics)
-        # ASHA also stops every trial that reaches max_t = max_epochs, before the trial can close its own run
+        # ASHA also stops every trial that reaches max_t = its planned evaluations, before the trial can close its run
         if status != "FINISHED":
             reason = "error"
-        elif last.get("epoch", 0) >= self.max_epochs:
-            reason = "max_epochs"
+        elif last.get("evaluation", 0) >= self.max_evaluations:
+            reason = "max_evaluations"
         elif self.trial_timeout_s and last.get("time_total_s", 0) >= self.trial_timeout_s:
             reason = "trial_timeout"
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 
 # What the augmentation reads, relative to the nltk_data folder.
 REQUIRED = ("corpora/wordnet.zip", "tokenizers/punkt_tab/english")

@@ -54,7 +54,8 @@ TINY_SPACE = {
 def tiny_params(**sweep) -> dict:
     """The smoke profile with a tiny space and 2 quick trials; ``sweep`` overrides sweep settings."""
     params = copy.deepcopy(load_params(profile="smoke"))
-    params["train"].update(model_overrides={}, patience=0)
+    params["train"].update(patience=0)
+    params["tasks"]["imdb"]["model_overrides"] = {}
     params["evaluate"]["batch_size"] = 64
     params["sweep"].update(num_samples=2, max_concurrent=2, cpus_per_trial=1, gpus_per_trial=0, max_epochs=2,
                            grace_period=2, startup_trials=10, max_failures=2, address="",
@@ -118,7 +119,8 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
     raw = yaml.safe_load(PARAMS_FILE.read_text())
     raw["defaults"]["sweep"]["spaces"] = {"imdb": copy.deepcopy(space or TINY_SPACE)}
     smoke = raw["profiles"]["smoke"]
-    smoke["train"].update(model_overrides={}, patience=0)
+    smoke["train"].update(patience=0)
+    smoke["tasks"]["imdb"]["model_overrides"] = {}
     smoke["evaluate"]["batch_size"] = 64
     smoke["sweep"] = {"num_samples": 2, "max_concurrent": 2, "cpus_per_trial": 1, "gpus_per_trial": 0, "max_epochs": 2,
                       "grace_period": 2, "startup_trials": 10, "max_failures": 2, **sweep}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ray.tune import Callback
 
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import REPO_ROOT
 from pipelines.sweep import sweep
 
@@ -40,7 +40,7 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     params = tiny_params(num_samples=3, max_concurrent=2, max_epochs=2, grace_period=2)
     t0 = time.perf_counter()
-    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", lines=True)
+    best = sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", lines=True)
     wall = time.perf_counter() - t0
     out = capfd.readouterr().out
 
@@ -57,7 +57,7 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     assert json.loads((tmp_path / "rep" / "imdb" / "best_params.json").read_text()) == best
 
     # one concise line per trial event, none of Ray's tables
-    assert sum(f"{LABEL} " in ln and " epoch " in ln for ln in out.splitlines()) >= 3
+    assert sum(f"{LABEL} " in ln and " eval " in ln for ln in out.splitlines()) >= 3
     assert "│" not in out and "Trial status" not in out
     assert "best: swarmformer_small best_val_accuracy" in out
 
@@ -71,23 +71,23 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     assert parent.data.tags["best_trial_id"] == entry["trial_id"]
     for run in children:
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id and run.info.status == "FINISHED"
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
-        assert steps == list(range(1, int(run.data.metrics["epochs"]) + 1))
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]  # optimizer steps
+        assert len(steps) == int(run.data.metrics["evaluations"]) and steps == sorted(set(steps)) and steps[0] > 0
         assert {"lr", "d_model", "model.seq_len", "train.lr"} <= set(run.data.params)
         assert "best_val_accuracy" in run.data.metrics
     print(f"\n3-trial tiny sweep: {wall:.1f} s")
 
 
 class KillWorkerOnce(Callback):
-    """Kills the trial's worker process (SIGKILL) once Tune has registered its first checkpoint (epoch 1)."""
+    """Kills the trial's worker process (SIGKILL) once Tune has registered its first checkpoint (evaluation 1)."""
 
     def __init__(self):
-        self.seen: list[tuple[int, int]] = []  # (pid, epoch) of every result
+        self.seen: list[tuple[int, int]] = []  # (pid, evaluation) of every result
         self.failures = None
         self.killed = False
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        self.seen.append((result["pid"], result["epoch"]))
+        self.seen.append((result["pid"], result["evaluation"]))
 
     def on_trial_save(self, iteration, trials, trial, **info):
         if not self.killed:  # the worker is training epoch 2 by now
@@ -104,7 +104,7 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
     params = tiny_params(num_samples=1, max_concurrent=1, max_epochs=3, grace_period=3, max_failures=2)
     params["sweep"]["spaces"]["imdb"]["swarmformer*"].update(d_model=[32], seq_len=[64], cluster_size=[8], batch_size=[8, 16])
     killer = KillWorkerOnce()
-    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", callbacks=[killer])
+    best = sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", callbacks=[killer])
 
     assert killer.failures == 1
     (pid0, epoch0), *after = killer.seen
@@ -119,22 +119,21 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
     client, _, parents, children = mlflow_runs(uri)
     assert len(children) == 1, "the retry must continue the trial's run, not open a second one"
     steps = sorted({m.step for m in client.get_metric_history(children[0].info.run_id, "val_accuracy")})
-    assert steps == [1, 2, 3] and children[0].info.status == "FINISHED"
+    assert steps == [int(r["step"]) for r in history] and children[0].info.status == "FINISHED"
 
     # the interrupted trial ends where an uninterrupted run of its configuration ends
     from pipelines.common.engine import TrainConfig, fit
+    from pipelines.common.runs import build_model
     from pipelines.common.seeds import set_seeds
     from pipelines.common.sweep_trial import _load
     from pipelines.sweep import trial_train_config
-    from pipelines.train import build_model
     from tasks import get_task
 
-    task = get_task("imdb")
-    meta = json.loads((tiny_data / "meta.json").read_text())
-    cfg = TrainConfig(**{**trial_train_config(params), **entry["train"], "num_threads": 1})
+    task = get_task("imdb", {"data_dir": str(tiny_data)})
+    cfg = TrainConfig(**{**trial_train_config(params, "imdb"), **entry["train"], "num_threads": 1})
     set_seeds(cfg.seed)
-    model = build_model("swarmformer_small", task, meta, entry["model_overrides"])
-    data = [_load(task, str(tiny_data), split, model.cfg.seq_len) for split in ("train", "val")]
+    model = build_model("swarmformer_small", task, entry["model_overrides"])
+    data = [_load(task, split, model.cfg) for split in ("train", "val")]
     import torch
 
     threads = torch.get_num_threads()
@@ -151,17 +150,17 @@ def test_per_trial_wall_clock_limit_stops_trials(ray_local, tiny_data, tmp_path,
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     params = tiny_params(num_samples=1, max_concurrent=1, max_epochs=4, grace_period=4, trial_timeout_s=1.0e-3)
-    best = sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep")
+    best = sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep")
     assert best["models"]["swarmformer_small"]["best_epoch"] == 1
     client, _, _, children = mlflow_runs(uri)
     assert len(children) == 1 and children[0].data.tags["stopped"] == "trial_timeout"
-    assert children[0].data.metrics["epochs"] == 1 and children[0].info.status == "FINISHED"
+    assert children[0].data.metrics["evaluations"] == 1 and children[0].info.status == "FINISHED"
 
 
 def test_trial_asking_for_more_cpus_than_a_node_has_is_refused(ray_local, tiny_data, tmp_path):
     params = tiny_params(cpus_per_trial=3)  # the local instance has 2
     with pytest.raises(SwarmlabError, match="would wait forever"):
-        sweep(params, data_dir=tiny_data, out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
+        sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
 
 
 def _trial_dirs(exp_dir: Path) -> dict[str, Path]:
@@ -257,4 +256,4 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
     assert {r.info.status for r in children if r not in finished_runs} <= {"KILLED"}
     for run in finished_runs:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
-        assert steps == sorted(set(steps)), f"an epoch was logged twice: {steps}"
+        assert steps == sorted(set(steps)), f"an evaluation was logged twice: {steps}"

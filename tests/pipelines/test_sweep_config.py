@@ -12,7 +12,7 @@ import models
 from models.registry import _REGISTRY, register_model
 from models.swarmformer import SwarmFormerConfig
 from pipelines.common.engine import TrainConfig
-from pipelines.common.errors import SwarmlabError
+from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params, validate_all
 from pipelines.common.search_space import resolve_space
 from pipelines.sweep import check_reachable, main, model_space, trial_resources, trial_train_config
@@ -21,7 +21,23 @@ from tasks import get_task
 from conftest import TINY_SPACE, free_port, write_params
 
 TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
-IMDB = get_task("imdb")
+
+
+class ImdbFacts(type(get_task("imdb"))):
+    """The imdb task with its data's facts given here instead of read from a tokenized folder."""
+
+    def __init__(self, seq_len: int = 768):
+        super().__init__()
+        self.data_seq_len = seq_len
+
+    def model_kwargs(self) -> dict:
+        return {"vocab_size": 30522, "num_classes": 2}
+
+    def max_seq_len(self) -> int:
+        return self.data_seq_len
+
+
+IMDB = ImdbFacts()
 
 
 def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int = 768, overrides=None):
@@ -32,7 +48,7 @@ def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int 
 
 def test_seed_space_searches_only_divisible_cluster_seq_len_pairs():
     params = load_params(profile="paper")
-    space = model_space("swarmformer_small", IMDB, params, {"vocab_size": 30522, "seq_len": 768})
+    space = model_space("swarmformer_small", IMDB, params)
     spec = params["sweep"]["spaces"]["imdb"]["swarmformer*"]
     joint = [d for d in space.dims if d.kind == "joint"]
     assert [d.fields for d in joint] == [("cluster_size", "seq_len")]
@@ -68,7 +84,7 @@ def test_space_narrowed_to_short_data_factorises_and_reports_unusable_values():
 @pytest.mark.parametrize("model", models.list_models(kind="text"))
 def test_every_text_model_gets_a_valid_space_in_every_profile(profile, model):
     params = load_params(profile=profile)
-    space = model_space(model, IMDB, params, {"vocab_size": 30522, "seq_len": params["tokenize"]["seq_len"]})
+    space = model_space(model, ImdbFacts(params["tokenize"]["seq_len"]), params)
     assert space.dims
     cfg_fields = {f.name for f in dataclasses.fields(models.create_model(model, vocab_size=100, num_classes=2).cfg)}
     assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
@@ -111,7 +127,7 @@ def toy_model():
 
 def test_a_model_without_its_own_space_gets_the_generic_one(toy_model):
     params = load_params(profile="paper")
-    space = model_space(toy_model, IMDB, params, {"vocab_size": 30522, "seq_len": 768})
+    space = model_space(toy_model, IMDB, params)
     assert space.source == "sweep.spaces.imdb.default"
     assert space.dropped == ["num_layers"]  # the toy has no num_layers: dropped, not an error
     assert {d.name for d in space.dims} == {"d_model", "seq_len", "batch_size", "lr", "weight_decay", "dropout"}
@@ -166,7 +182,7 @@ def test_space_lookup_prefers_exact_name_then_pattern_then_default():
 def test_trials_train_with_the_sweeps_epochs_and_time_budget():
     params = load_params(profile="smoke")
     params["sweep"].update(max_epochs=3, time_budget_s=12.5)
-    cfg = TrainConfig(**trial_train_config(params))
+    cfg = TrainConfig(**trial_train_config(params, "imdb"))
     assert (cfg.max_epochs, cfg.time_budget_s, cfg.seed) == (3, 12.5, params["seed"])
     assert cfg.batch_size == params["train"]["batch_size"] and cfg.eval_batch_size == params["evaluate"]["batch_size"]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def _plt():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -14,16 +15,20 @@ def _plt():
 
 
 def training_curve(history: list[dict], path: Path, title: str, monitor: str = "accuracy") -> Path:
-    plt = _plt()
-    epochs = [r["epoch"] for r in history]
-    fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(9, 3.5))
-    ax_loss.plot(epochs, [r["train_loss"] for r in history], "o-", label="train")
-    ax_loss.plot(epochs, [r["val_loss"] for r in history], "o-", label="validation")
-    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", title="loss")
-    ax_metric.plot(epochs, [r[f"train_{monitor}"] for r in history], "o-", label="train")
-    ax_metric.plot(epochs, [r[f"val_{monitor}"] for r in history], "o-", label="validation")
-    ax_metric.set(xlabel="epoch", ylabel=monitor, title=monitor)
-    for ax in (ax_loss, ax_metric):
+    """Loss and the monitored metric, train and validation, against the optimizer step."""
+    plt = pyplot()
+    steps = [r["step"] for r in history]
+    panels = [("loss", "loss")] + ([(monitor, monitor)] if monitor != "loss" else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
+    for ax, (key, label) in zip(axes[0], panels):
+        for split, name in (("train", "train"), ("val", "validation")):
+            points = [(s, r[f"{split}_{key}"]) for s, r in zip(steps, history) if r.get(f"{split}_{key}") not in (None, "")]
+            if points:
+                ax.plot(*zip(*points), "o-", ms=3, label=name)
+        for s, r in zip(steps, history):
+            if r.get("event"):
+                ax.axvline(s, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="step", ylabel=label, title=label)
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title)
@@ -34,7 +39,7 @@ def training_curve(history: list[dict], path: Path, title: str, monitor: str = "
 
 
 def confusion_matrix(matrix, class_names, path: Path, title: str) -> Path:
-    plt = _plt()
+    plt = pyplot()
     m = matrix.tolist() if hasattr(matrix, "tolist") else matrix
     k = len(m)
     fig, ax = plt.subplots(figsize=(4, 3.6))

@@ -1,0 +1,115 @@
+"""From params to a run: the task with its options, the models it trains, the engine settings, the model
+itself and the run's names and folders. The train, evaluate and sweep stages all go through here, so
+they mean the same thing by the same words.
+
+params.yaml holds one section per task::
+
+    tasks:
+      imdb:
+        models: [swarmformer_small]   # registered models of the task's kind
+        model_overrides: {}           # config fields for every model of the task (a model lacking one is an error)
+        train: {}                     # engine settings that differ from the `train` section for this task
+        options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pipelines.common.engine import TrainConfig
+from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
+from swarmlab.errors import SwarmlabError
+
+# TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
+ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "eval_batch_size"))
+
+
+def default_task(params: dict, cli_task: str | None = None) -> str:
+    return cli_task or params["task"]
+
+
+def task_section(params: dict, task_name: str) -> dict:
+    """``tasks.<task_name>`` of the resolved params; a task without a section is a one-line error."""
+    sections = params.get("tasks") or {}
+    if task_name not in sections:
+        from tasks import list_tasks
+
+        known = ", ".join(sorted(sections)) or "none"
+        registered = ", ".join(list_tasks())
+        raise SwarmlabError(f"no section tasks.{task_name} in params.yaml (sections: {known}; registered tasks: {registered})")
+    return sections[task_name]
+
+
+def make_task(params: dict, task_name: str, *, options: dict | None = None, root: Path = WORK_ROOT):
+    """The registered task ``task_name`` with ``tasks.<task_name>.options`` (``options`` replace keys of it)."""
+    from tasks import get_task, task_class
+
+    task_class(task_name)  # an unknown task name first, with the nearest registered names
+    section = task_section(params, task_name)
+    return get_task(task_name, {**(section.get("options") or {}), **(options or {})}, root=root)
+
+
+def model_names(params: dict, task_name: str) -> list[str]:
+    names = list(task_section(params, task_name).get("models") or [])
+    if not names:
+        raise SwarmlabError(f"tasks.{task_name}.models is empty: list at least one registered model")
+    return names
+
+
+def model_overrides(params: dict, task_name: str) -> dict:
+    return dict(task_section(params, task_name).get("model_overrides") or {})
+
+
+def train_settings(params: dict, task_name: str) -> dict:
+    """TrainConfig keywords of ``task_name``: the `train` section, then ``tasks.<task>.train`` on top."""
+    per_task = task_section(params, task_name).get("train") or {}
+    unknown = sorted(set(per_task) - set(ENGINE_KEYS))
+    if unknown:
+        raise SwarmlabError(f"tasks.{task_name}.train: unknown key(s) {', '.join(map(repr, unknown))}; "
+                            f"known: {', '.join(ENGINE_KEYS)}")
+    settings = {k: params["train"][k] for k in ENGINE_KEYS}
+    settings.update(per_task)
+    settings.update(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"])
+    return settings
+
+
+def train_config(params: dict, task_name: str, **overrides) -> TrainConfig:
+    """The engine's settings for ``task_name``; values the engine refuses become one line naming the section."""
+    try:
+        return TrainConfig(**{**train_settings(params, task_name), **overrides})
+    except (TypeError, ValueError) as exc:
+        raise SwarmlabError(f"{exc} (train / tasks.{task_name}.train)") from None
+
+
+def build_model(name: str, task, overrides: dict | None = None, *, where: str = ""):
+    """``models.create_model(name)`` with what the task's data fixes (vocabulary, classes, dimensions) and
+    ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
+    import models
+
+    where = where or f"tasks.{task.name}"
+    try:
+        entry = models.model_entry(name)
+    except KeyError as exc:
+        raise SwarmlabError(f"{exc.args[0]} ({where}.models)") from None
+    if entry.kind != task.model_kind:
+        fitting = ", ".join(models.list_models(kind=task.model_kind)) or "none"
+        raise SwarmlabError(f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
+                            f"{task.model_kind!r} models: {fitting} ({where}.models)")
+    try:
+        return models.create_model(name, **{**task.model_kwargs(), **(overrides or {})})
+    except (TypeError, ValueError) as exc:
+        raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
+
+
+def run_name(model_name: str, seed: int) -> str:
+    return f"{model_name}-seed{seed}"
+
+
+def train_dir(task_name: str, model_name: str, root: Path = OUTPUTS_DIR / "train") -> Path:
+    """Checkpoints of one model on one task: ``outputs/train/<task>/<model>``."""
+    return Path(root) / task_name / model_name
+
+
+def report_dir(stage: str, task_name: str, root: Path = REPORTS_DIR) -> Path:
+    """``reports/<stage>/<task>``."""
+    return Path(root) / stage / task_name
