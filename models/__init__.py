@@ -2,11 +2,15 @@
 
 Tags with a meaning for every model: ``ignores_mask`` = the model's output depends on padded positions
 (it does not honour ``attention_mask``); the padding-invariance test skips such models explicitly.
+``permutation_equivariant`` (kind "set") = permuting the real entities of a set permutes the per-entity
+outputs the same way (in eval mode; for ``lstm_sorted`` when the points are distinct); tests/test_set_models.py
+checks every model so tagged.
 """
 from models.registry import add_tags, create_model, list_models, model_entry, register_model
 from models import swarmformer  # noqa: F401  (registers swarmformer_*)
 from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
 from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
+from models import set_linear, set_lstm, set_transformer  # noqa: F401  (kind="set" baselines of seed 003)
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.

@@ -1,4 +1,5 @@
 """Reusable blocks shared by architectures (attention, masks, windows, clustering, set blocks)."""
+from models.layers.attention import MultiHeadAttention, MultiHeadSelfAttention, masked_sdpa
 from models.layers.attention_patterns import (
     PatternSelfAttention,
     fixed_sparse_attention,
@@ -7,16 +8,25 @@ from models.layers.attention_patterns import (
     sliding_chunks_attention,
 )
 from models.layers.gates import GateNet
+from models.layers.set_blocks import ISAB, MAB, PMA, SAB, SetPoolingHead
 from models.layers.transformer import FeedForward, PreLNBlock, masked_mean, sinusoidal_positions
 
 __all__ = [
     "FeedForward",
     "GateNet",
+    "ISAB",
+    "MAB",
+    "MultiHeadAttention",
+    "MultiHeadSelfAttention",
+    "PMA",
     "PatternSelfAttention",
     "PreLNBlock",
+    "SAB",
+    "SetPoolingHead",
     "fixed_sparse_attention",
     "full_attention",
     "linear_attention",
+    "masked_sdpa",
     "masked_mean",
     "sinusoidal_positions",
     "sliding_chunks_attention",

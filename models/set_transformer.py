@@ -1,0 +1,97 @@
+"""Set Transformer encoder (Lee et al., 2019) as the set-equivariant baseline of seed 003 (SWARM, §4.1.2).
+
+``x (B, N, dim_input) -> Linear -> num_layers x {SAB | ISAB} -> head``. With ``pooling="none"`` (default) the
+head is a per-entity Linear and the model is permutation-equivariant: the "encoder part" the SWARM paper uses
+for direct amortized clustering (one output row of cluster-slot logits per point). ``pooling="mean"`` or
+``"pma"`` makes it permutation-invariant, ``(B, dim_output)``, for the mixture-of-Gaussians task (§4.2).
+
+Defaults are the SWARM paper's best Set Transformer for direct clustering, code (32-60-3) in its Table 2
+(Table 1: code (a-b-d) = hidden units - inducing points - layers), with the authors' code for what the paper
+leaves out (``amortised_clustering.py``, ``models.py``, ``set_transformer.py`` in zalandoresearch/SWARM).
+``set_transformer_sab`` uses the same sizes with SAB blocks (the paper compares ISAB only).
+
+Parameters of ``set_transformer_isab`` (D=32, H=4, m=60, 3 layers, rFF depth 4, in 2, out 10): 57,642.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from models.encoder import build_config
+from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs, count_params
+from models.registry import register_model
+
+
+@dataclass
+class SetTransformerConfig:
+    dim_input: int = 2  # points in R^2 (seed 003 §4.1.1)
+    dim_output: int = 10  # S = 10 cluster slots for K <= 10 clusters: the authors' n_out = 10 (amortised_clustering.py)
+    dim_hidden: int = 32  # D: Table 2 best Set Transformer (32-60-3), a) hidden units
+    num_heads: int = 4  # H (Dh = D / H = 8): the authors' -n_heads default; the paper does not list it
+    num_layers: int = 3  # Table 2 (32-60-3), d) layers
+    num_inds: int = 60  # m inducing points per ISAB: Table 2 (32-60-3), b); unused by SAB
+    block: str = "isab"  # "isab" (the paper's choice, O(N m)) or "sab" (O(N^2)); set by the registered variant
+    ff_depth: int = 4  # Linear+ReLU pairs per rFF: the authors' RFF has 4 (Lee et al.'s code has 1)
+    layer_norm: bool = True  # post-LN in every MAB: Lee et al. eq. 6-7 and the authors' code
+    dropout: float = 0.0  # on the residual branches; the paper trains with "no dropout" (§4.1.3)
+    pooling: str = "none"  # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
+        if self.dim_hidden % self.num_heads:
+            raise ValueError(f"dim_hidden={self.dim_hidden} is not divisible by num_heads={self.num_heads}: "
+                             "change one so that the head width is an integer")
+        if self.block not in ("isab", "sab"):
+            raise ValueError(f"block must be 'isab' or 'sab', got {self.block!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+
+class SetTransformer(nn.Module):
+    """``model(x (B, N, dim_input), mask (B, N) bool | None) -> (B, N, dim_output)`` (or (B, dim_output) pooled).
+
+    ``mask`` True = real entity; padded entities are never attention keys, so they do not change the real
+    entities' outputs, and their own output rows are zero.
+    """
+
+    def __init__(self, cfg: SetTransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        D = cfg.dim_hidden
+        kw = dict(heads=cfg.num_heads, ff_depth=cfg.ff_depth, layer_norm=cfg.layer_norm, dropout=cfg.dropout)
+        self.embed = nn.Linear(cfg.dim_input, D)
+        if cfg.block == "isab":
+            self.blocks = nn.ModuleList(ISAB(D, num_inds=cfg.num_inds, **kw) for _ in range(cfg.num_layers))
+        else:
+            self.blocks = nn.ModuleList(SAB(D, **kw) for _ in range(cfg.num_layers))
+        self.head = SetPoolingHead(D, cfg.dim_output, pooling=cfg.pooling, **kw)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = check_set_inputs(x, mask, self.cfg.dim_input, type(self).__name__)
+        h = self.embed(x)  # (B, N, D)
+        for block in self.blocks:
+            h = block(h, mask)  # (B, N, D)
+        return self.head(h, mask)  # (B, N, dim_output) or (B, dim_output)
+
+    def get_num_params(self) -> int:
+        return count_params(self)
+
+
+@register_model(kind="set", tags=("permutation_equivariant", "baseline"))
+def set_transformer_isab(**overrides) -> SetTransformer:
+    """ISAB encoder, (32-60-3): D=32, m=60 inducing points, 3 layers, 4 heads (57,642 parameters)."""
+    return SetTransformer(build_config(SetTransformerConfig, {"block": "isab"}, overrides))
+
+
+@register_model(kind="set", tags=("permutation_equivariant", "baseline"))
+def set_transformer_sab(**overrides) -> SetTransformer:
+    """SAB encoder at the (32-60-3) sizes: D=32, 3 layers, 4 heads; O(N^2) attention per layer."""
+    return SetTransformer(build_config(SetTransformerConfig, {"block": "sab"}, overrides))
