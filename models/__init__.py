@@ -8,6 +8,7 @@ from models import swarmformer  # noqa: F401  (registers swarmformer_*)
 from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
 from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
 from models import swarm  # noqa: F401  (registers the SWARM set model, kind="set")
+from models import swarm_transformer  # noqa: F401  (registers swarm_transformer*, kind="image")
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.
