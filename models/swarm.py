@@ -34,12 +34,15 @@ Initialisation: nn.Linear's default, U(+-1/sqrt(fan_in)), which is also what the
 Two paths compute the same function (``fast`` in the config; the state dict is the same):
   * ``fast=False``: the plain equations above through autograd; the oracle of the tests.
   * ``fast=True``: :class:`_SwarmRecurrence`, a hand-written forward and backward through all iterations.
-    On a CPU a SWARM step is bound by memory traffic, not by its matmuls, and the autograd graph of the
-    plain loop allocates (and page-faults in) a dozen fresh (B, N, H)-sized tensors per iteration. The
-    fused path does one (B*N, H) x (H, 4H) matmul per iteration straight into a preallocated gate buffer,
-    adds the pooled term as a (B, 4H) broadcast, activates the gates in place, saves only the activated
+    On a CPU about half of a SWARM train step is elementwise work bound by memory traffic, and the
+    autograd graph of the plain loop allocates (and page-faults in) a dozen fresh (B, N, H)-sized tensors
+    per iteration. The fused path does one (B*N, H) x (H, 4H) matmul per iteration straight into a
+    preallocated gate buffer, adds the pooled term as a (B, 4H) broadcast (causal: one more (B*N, H) x
+    (H, 4H) matmul, as the pool differs per position), activates the gates in place with ONE sigmoid pass
+    (tanh(x) = 2 sigmoid(2x) - 1: torch's CPU tanh costs ~3.5x its sigmoid), saves only the activated
     gates and c per iteration (h and tanh(c) are recomputed in the backward), and runs the backward with
-    fused ``sigmoid_backward`` / ``tanh_backward`` kernels into reused buffers.
+    fused ``sigmoid_backward`` / ``tanh_backward`` kernels into reused buffers. Under autocast the
+    recurrence runs in fp32.
 """
 from __future__ import annotations
 
@@ -359,10 +362,17 @@ class SwarmLayer(nn.Module):
             info = mask  # (B, N) or None
         else:
             info = 1.0 / torch.arange(1, N + 1, device=xw.device, dtype=xw.dtype)[:, None]  # (N, 1)
-        args = (xw.contiguous(), self.cell.w_hh.weight, self.cell.w_hp.weight, info, drop, self.pooling, self.n_iter)
-        if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
-            return _SwarmRecurrence.apply(*args)
-        return _fused_forward(*args, save=False)[0]  # inference: one gate buffer, nothing kept
+        # the fused kernels write into preallocated buffers of ONE dtype: under autocast (bf16 / fp16 xw) the
+        # recurrence runs in fp32 (the c state accumulates over the iterations), the output Linear autocasts
+        dtype = xw.dtype if xw.dtype in (torch.float32, torch.float64) else torch.float32
+        w_hh, w_hp = self.cell.w_hh.weight.to(dtype), self.cell.w_hp.weight.to(dtype)
+        info = info.to(dtype) if info is not None and info.is_floating_point() else info
+        drop = drop.to(dtype) if drop is not None else None
+        args = (xw.to(dtype).contiguous(), w_hh, w_hp, info, drop, self.pooling, self.n_iter)
+        with torch.autocast(xw.device.type, enabled=False):
+            if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
+                return _SwarmRecurrence.apply(*args)
+            return _fused_forward(*args, save=False)[0]  # inference: one gate buffer, nothing kept
 
     # -- incremental causal evaluation (used by the SWARM Transformer's sampler) --
 

@@ -178,3 +178,13 @@ def test_convert_reference_state_dict_shapes_and_errors():
         convert_reference_state_dict({**theirs, "cell.Wxx.weight": theirs["mods.0.cell.Wih.weight"]})
     with pytest.raises(ValueError, match="kernel-1 Conv1d weight"):
         convert_reference_state_dict({**theirs, "mods.0.cell.Whh.weight": theirs["mods.0.cell.Whh.weight"][..., 0]})
+
+
+def test_fast_path_under_bf16_autocast_runs_the_recurrence_in_fp32():
+    model = tiny(pooling="mean").train()
+    x, mask = torch.randn(2, 6, 3), random_mask(2, 6, seed=9)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = model(x, mask)
+    y.float().sum().backward()
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+    torch.testing.assert_close(y.float(), model(x, mask), rtol=0, atol=5e-2)  # bf16 matmuls in W_ih and out
