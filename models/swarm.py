@@ -259,8 +259,8 @@ class _SwarmRecurrence(torch.autograd.Function):
             if pooling == "causal":
                 p = torch.cumsum(h_prev.view(B, N, H), dim=1).mul_(pool_info)  # (B, N, H)
                 dw_hp.addmm_(dz.t(), p.view(B * N, H))
-                dp = torch.mm(dz, w_hp).view(B, N, H).mul_(pool_info)  # grad w.r.t. h_j / i for every i
-                # dh_j += sum_{i >= j} dp_i
+                dp = torch.mm(dz, w_hp).view(B, N, H).mul_(pool_info)  # dp_i = dL/d(sum_{j<=i} h_j) = W_hp^T dz_i / i
+                # h_j enters every sum with i >= j: dh_j += sum_{i >= j} dp_i
                 dh_prev.view(B, N, H).add_(torch.cumsum(dp.flip(1), dim=1).flip(1))  # reverse cumsum (B, N, H)
             else:
                 dpt = dz.view(B, N, G).sum(dim=1)  # (B, 4H): the pooled term is shared by all N entities
