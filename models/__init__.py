@@ -11,10 +11,13 @@ from models import swarmformer  # noqa: F401  (registers swarmformer_*)
 from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
 from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
 from models import set_linear, set_lstm, set_transformer  # noqa: F401  (kind="set" baselines of seed 003)
+from models import swarm  # noqa: F401  (registers the SWARM set model, kind="set")
+from models import swarm_transformer  # noqa: F401  (registers swarm_transformer*, kind="image")
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.
 for _name in ("swarmformer_small", "swarmformer_base"):
     add_tags(_name, "ignores_mask")
+add_tags("swarm", "permutation_equivariant")  # mean pooling (the default); tests/test_set_models.py checks it
 
 __all__ = ["add_tags", "create_model", "list_models", "model_entry", "register_model"]

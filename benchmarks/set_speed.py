@@ -1,0 +1,129 @@
+"""Set models' training speed on this CPU, one process run: train-step samples/s, median of interleaved rounds.
+
+Each row is ``(name, build_fn)``; ``build_fn(dim_input, dim_output)`` returns a module called as
+``model(x (B, N, dim_input), mask (B, N) bool) -> (B, N, dim_output)``. The first row is the baseline that
+the ratios refer to. Rows are timed interleaved (row 1, row 2, ..., row 1, row 2, ...) so that a noisy,
+shared machine slows all alike; the median and the best round are both reported.
+
+  * train step = forward, cross-entropy of per-entity logits against random cluster labels, zero_grad,
+    backward, one Adam step (seed 003 §4.1.3 trains with Adam, batch size 50);
+  * sizes = the seed's best SWARM, 192 hidden units, 10 iterations, 1 layer, on 2-D points, 10 outputs,
+    B = 50 sets of N = 500 entities (all real; the mask is passed, so the masked code path is timed).
+
+    python benchmarks/set_speed.py [--rounds 3] [--threads 1] [--batch 50] [--entities 500] [--with-plain]
+
+Other set models (Set Transformer, ...) add a row to ROWS.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from models import create_model  # noqa: E402
+from tests.reference_swarm import authors_swarm  # noqa: E402
+
+HIDDEN, N_ITER, LAYERS = 192, 10, 1  # seed 003 §4.1.4: SWARM(192-10-1)
+
+ROWS = [
+    ("authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
+     lambda d_in, d_out: authors_swarm(d_in, d_out, HIDDEN, N_ITER, LAYERS, pooling="MEAN", cache=True)),
+    ("swarm (models/swarm.py, fast path)",
+     lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
+                                      n_iter=N_ITER, num_layers=LAYERS)),
+]
+PLAIN_ROW = ("swarm fast=False (plain autograd reference path)",
+             lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
+                                              n_iter=N_ITER, num_layers=LAYERS, fast=False))
+
+
+def cpu_description() -> str:
+    """CPU model name and the SIMD flags that decide matmul speed, from /proc/cpuinfo (Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU (/proc/cpuinfo not readable)"
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+    have = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in ("avx2", "avx512f", "avx512_bf16"))
+    return f"{model} ({have})"
+
+
+def make_train_step(model, x, mask, labels):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        model.train()
+        logits = model(x, mask)  # (B, N, K)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds after one warm-up (default 3)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1); 0 = torch's default")
+    ap.add_argument("--batch", type=int, default=50, help="sets per batch (default 50, the seed's)")
+    ap.add_argument("--entities", type=int, default=500, help="entities per set (default 500)")
+    ap.add_argument("--with-plain", action="store_true", help="add a row for swarm's plain autograd path")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows = ROWS + ([PLAIN_ROW] if args.with_plain else [])
+    B, N, D_IN, K = args.batch, args.entities, 2, 10
+    t_start = time.perf_counter()
+    print(f"# set models, train step, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}")
+    print(f"CPU: {cpu_description()}")
+    print(f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}); "
+          f"{args.rounds} rounds after 1 warm-up")
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, N, D_IN, generator=g)
+    mask = torch.ones(B, N, dtype=torch.bool)
+    labels = torch.randint(0, K, (B, N), generator=g)
+    steps = []
+    for name, build in rows:
+        torch.manual_seed(0)
+        model = build(D_IN, K)
+        steps.append((name, make_train_step(model, x, mask, labels), sum(p.numel() for p in model.parameters())))
+    for _, step, _ in steps:  # warm-up: Adam state, allocator
+        step()
+    times = {name: [] for name, _, _ in steps}
+    for _ in range(args.rounds):
+        for name, step, _ in steps:
+            times[name].append(timed(step))
+
+    base = steps[0][0]
+    med0, best0 = statistics.median(times[base]), min(times[base])
+    print("\n| model | params | median s/step | samples/s | ratio vs first row | best s | ratio (best) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, _, n_params in steps:
+        med, best = statistics.median(times[name]), min(times[name])
+        print(f"| {name} | {n_params:,} | {med:.2f} | {B / med:.1f} | {med0 / med:.2f}x | {best:.2f} | "
+              f"{best0 / best:.2f}x |")
+    print(f"\nper-round seconds: " + "; ".join(f"{n.split(' ')[0]}: {', '.join(f'{t:.2f}' for t in ts)}"
+                                             for n, ts in times.items()))
+    print(f"load average at end {os.getloadavg()[0]:.1f}; total {time.perf_counter() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,522 @@
+"""SWARM mappings (Vollgraf, 2019; seed 003): a set-equivariant layer built from an LSTM-style cell that runs
+``n_iter`` times over all entities at once and, at every iteration, sees a pooled summary of the population.
+
+    x (B, N, D_in) -> SwarmLayer -> [ReLU -> SwarmLayer]* -> y (B, N, D_out)   [-> masked mean (B, D_out)]
+
+One iteration of the cell (§3, Fig. 1; gate order i, f, o, g as in the authors' swarmlayer.py):
+
+    z   = W_ih x + b + W_hh h + W_hp P(h)        (B, N, 4H); W_ih x + b is computed once per forward
+    c   = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_g)
+    h   = sigmoid(z_o) * tanh(c)                  h = c = 0 before the first iteration
+    y   = W_out [h; c] + b_out                    after the last iteration
+
+P is the population summary, one of
+  * ``mean``: the masked mean over the real entities, (B, H) (the authors' 'MEAN');
+  * ``max``: the masked max over the real entities, (B, H) (not in the authors' code);
+  * ``causal``: the inclusive cumulative mean in entity order, p_i = sum_{j<=i} h_j / i, (B, N, H) (the
+    authors' 'CAUSAL', used by the SWARM Transformer). It divides by the position i, not by a count of
+    real entities, so padding is only allowed at the END of a sequence (there it cannot reach a real
+    position); a mask with a real entity after a padded one is rejected.
+
+It computes what the authors' ``SwarmLayer(n_dim=1, pooling='MEAN', cache=True)`` computes (tested against a
+transcription in tests/reference_swarm.py through :func:`convert_reference_state_dict`), with one change of
+formulation: W_hp multiplies the pooled vector (B, H) once, where their 1x1 convolution multiplies N
+broadcast copies of it (the same function with N times less work). Differences that only show outside
+their domain: a set with no real entity pools to 0 (theirs divides 0 by 0), and a causal mask is validated.
+
+Dropout (optional, off in the seed's best models, §5) follows the authors: after every iteration, whole
+hidden units of one set are zeroed (their ``Dropout2d`` on (B, H, N)), so it keeps the layer
+permutation-equivariant even in training mode. Outputs at padded positions are computed like those of
+a real entity that the pool does not see; they are not zeroed.
+
+Initialisation: nn.Linear's default, U(+-1/sqrt(fan_in)), which is also what their kernel-1 Conv1d gets.
+
+Two paths compute the same function (``fast`` in the config; the state dict is the same):
+  * ``fast=False``: the plain equations above through autograd; the oracle of the tests.
+  * ``fast=True``: :class:`_SwarmRecurrence`, a hand-written forward and backward through all iterations.
+    On a CPU about half of a SWARM train step is elementwise work bound by memory traffic, and the
+    autograd graph of the plain loop allocates (and page-faults in) a dozen fresh (B, N, H)-sized tensors
+    per iteration. The fused path does one (B*N, H) x (H, 4H) matmul per iteration straight into a
+    preallocated gate buffer, adds the pooled term as a (B, 4H) broadcast (causal: one more (B*N, H) x
+    (H, 4H) matmul, as the pool differs per position), activates the gates in place with ONE sigmoid pass
+    (tanh(x) = 2 sigmoid(2x) - 1: torch's CPU tanh costs ~3.5x its sigmoid), saves only the activated
+    gates and c per iteration (h and tanh(c) are recomputed in the backward), and runs the backward with
+    fused ``sigmoid_backward`` / ``tanh_backward`` kernels into reused buffers. Under autocast the
+    recurrence runs in fp32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from models.layers.transformer import masked_mean
+from models.registry import register_model
+
+POOLINGS = ("mean", "max", "causal")
+POOLING_HEADS = ("none", "mean")
+
+
+@dataclass
+class SwarmConfig:
+    dim_input: int = 2  # §4.1: entities are points in R^2
+    dim_output: int = 10  # §4.1: up to 10 clusters -> per-entity cluster logits
+    dim_hidden: int = 192  # §4.1.4 / Table 2: the best model is SWARM(192-10-1): 192 memory cells, ...
+    n_iter: int = 10  # ... 10 iterations ...
+    num_layers: int = 1  # ... 1 layer ("top performing SWARM models have just one layer"); ReLU between layers
+    pooling: str = "mean"  # authors' models.py builds the set models with 'MEAN'; "max"; "causal" for §4.3
+    dropout: float = 0.0  # §4.1.3 "no dropout"; §5 best models "don't require dropout"
+    pooling_head: str = "none"  # "mean": masked mean of the per-entity outputs -> (B, dim_output) (§4.2 (i))
+    fast: bool = True  # fused hand-written backward computing the same function; False = plain reference
+
+    def __post_init__(self):
+        for name in ("dim_input", "dim_output", "dim_hidden", "n_iter", "num_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"SwarmConfig.{name} must be a positive int, got {value!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"SwarmConfig.pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if self.pooling_head not in POOLING_HEADS:
+            raise ValueError(f"SwarmConfig.pooling_head must be one of {POOLING_HEADS}, got {self.pooling_head!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"SwarmConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.fast, bool):
+            raise ValueError(f"SwarmConfig.fast must be a bool, got {self.fast!r}")
+
+
+# ---- pooling ----------------------------------------------------------------------------------------------
+
+def check_mask(mask: torch.Tensor | None, x: torch.Tensor, pooling: str) -> None:
+    """Raise a ValueError that says what to change when ``mask`` does not fit ``x`` (B, N, D) or ``pooling``."""
+    if mask is None:
+        return
+    if mask.dtype != torch.bool or mask.shape != x.shape[:2]:
+        raise ValueError(f"mask must be a bool tensor of shape {tuple(x.shape[:2])} (True = real entity), "
+                         f"got {mask.dtype} {tuple(mask.shape)}")
+    if pooling == "causal" and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise ValueError("causal pooling divides by the position, so padding is only allowed at the end of a "
+                         "sequence: a mask has a real entity after a padded one")
+
+
+def pool_reference(h: torch.Tensor, mask: torch.Tensor | None, pooling: str) -> torch.Tensor:
+    """Population summary of ``h`` (B, N, H): (B, H) for mean / max, (B, N, H) for causal. Plain ops."""
+    B, N, H = h.shape
+    if pooling == "causal":  # the mask is ignored: padding sits after every real position (see check_mask)
+        steps = torch.arange(1, N + 1, device=h.device, dtype=h.dtype)  # (N,)
+        return torch.cumsum(h, dim=1) / steps[:, None]  # (B, N, H)
+    if pooling == "mean":
+        return masked_mean(h, mask)  # (B, H); a set with no real entity gives 0
+    if mask is None:
+        return h.amax(dim=1)  # (B, H)
+    filled = h.masked_fill(~mask[..., None], float("-inf"))  # (B, N, H)
+    return torch.where(mask.any(dim=1, keepdim=True), filled.amax(dim=1), 0.0)  # (B, H); empty set -> 0
+
+
+def _mean_weights(mask: torch.Tensor | None, B: int, N: int, like: torch.Tensor) -> torch.Tensor:
+    """(B, 1, N) weights w with P(h) = w @ h: 1/count on real entities, 0 on padding (all 0 if none)."""
+    if mask is None:
+        return like.new_full((B, 1, N), 1.0 / N)
+    m = mask.to(like.dtype)  # (B, N)
+    return (m / m.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(1)  # (B, 1, N)
+
+
+def dropout_masks(n_iter: int, B: int, H: int, p: float, like: torch.Tensor) -> torch.Tensor:
+    """(n_iter, B, 1, H) keep masks in {0, 1/(1-p)}: one per iteration, shared by all entities of a set.
+
+    Both paths draw them with this function, in this order, so that the same seed gives the same masks.
+    """
+    keep = torch.rand(n_iter, B, 1, H, device=like.device, dtype=like.dtype) >= p
+    return keep.to(like.dtype) / (1.0 - p)
+
+
+# ---- the fused recurrence (fast path) ---------------------------------------------------------------------
+# On the CPUs this was tuned on, torch's tanh kernel costs ~3.5x its sigmoid kernel per element, so the fast
+# path computes tanh(x) = 2 sigmoid(2x) - 1 (absolute error ~1e-7 in fp32) with cheap passes around one sigmoid.
+_MINUS_ONE = torch.tensor(-1.0)
+
+
+def _tanh(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    """``out = tanh(x)`` as 2 sigmoid(2x) - 1; ``out`` may be ``x``."""
+    torch.mul(x, 2.0, out=out).sigmoid_()
+    return torch.add(_MINUS_ONE.to(out.dtype), out, alpha=2.0, out=out)  # -1 + 2 s, one pass
+
+
+def _activate_gates(z: torch.Tensor, H: int) -> None:
+    """In place on (M, 4H) rows [i f o g]: sigmoid on i, f, o and tanh on g, as ONE contiguous sigmoid pass
+    over all 4H columns with g pre-doubled (tanh(x) = 2 sigmoid(2x) - 1)."""
+    g = z[:, 3 * H:]
+    g.mul_(2.0)
+    z.sigmoid_()
+    torch.add(_MINUS_ONE.to(z.dtype), g, alpha=2.0, out=g)
+
+def _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, *, save: bool):
+    """Forward of :class:`_SwarmRecurrence`; with ``save`` it keeps every iteration's gates and c for the backward."""
+    B, N, G = xw.shape
+    H = G // 4
+    # one gate buffer per iteration when a backward will follow, else a single reused one
+    gates = xw.new_empty((n_iter if save else 1, B * N, G))  # (T, B*N, 4H) activated i, f, o, g
+    cells = xw.new_empty((n_iter if save else 2, B * N, H))  # (T, B*N, H) c after each iteration
+    hc = xw.new_empty((B, N, 2 * H))  # output [h; c]
+    h = hc[..., :H].view(B * N, H)  # (B*N, H) strided view: rows of 2H, first half
+    tc = xw.new_empty((B * N, H))
+    xw2 = xw.reshape(B * N, G)
+    pooled, argmax = [], []  # per iteration t < n_iter - 1: P(h_t) (B, H), max indices (B, H)
+    for t in range(n_iter):
+        z = gates[t if save else 0]  # (B*N, 4H)
+        c = cells[t if save else t % 2]
+        if t == 0:  # h = c = 0: only the input term
+            z.copy_(xw2)
+        else:
+            if pooling == "causal":
+                p = torch.cumsum(h.view(B, N, H), dim=1).mul_(pool_info)  # (B, N, H)
+                torch.addmm(xw2, p.view(B * N, H), w_hp.t(), out=z)  # (B*N, 4H)
+            else:
+                if pooling == "mean":
+                    p = torch.bmm(pool_info, h.view(B, N, H)).squeeze(1)  # (B, 1, N) @ (B, N, H) -> (B, H)
+                else:
+                    p, idx = _masked_max(h.view(B, N, H), pool_info)  # (B, H), (B, H)
+                    argmax.append(idx)
+                pooled.append(p)
+                torch.add(xw.view(B, N, G), (p @ w_hp.t()).unsqueeze(1), out=z.view(B, N, G))  # + (B, 1, 4H)
+            z.addmm_(h, w_hh.t())  # += h W_hh^T: the one (B*N, H) x (H, 4H) matmul of the iteration
+        _activate_gates(z, H)  # i, f, o = sigmoid, g = tanh, in place
+        i, f, o, g = z.split(H, dim=1)
+        if t == 0:
+            torch.mul(i, g, out=c)
+        else:
+            torch.mul(f, cells[t - 1 if save else (t - 1) % 2], out=c).addcmul_(i, g)
+        _tanh(c, out=tc)
+        torch.mul(o, tc, out=h)
+        if drop is not None:
+            h.view(B, N, H).mul_(drop[t])
+    hc[..., H:].copy_(c.view(B, N, H))
+    return hc, gates, cells, pooled, argmax
+
+
+class _SwarmRecurrence(torch.autograd.Function):
+    """All ``n_iter`` iterations of the SWARM cell with a hand-written backward (see the module docstring).
+
+    Inputs: ``xw`` (B, N, 4H) = W_ih x + b; ``w_hh``, ``w_hp`` (4H, H); ``pool_info``: the (B, 1, N) mean
+    weights (mean), the (B, N) bool mask or None (max), or the (N, 1) reciprocal positions (causal);
+    ``drop`` (n_iter, B, 1, H) keep masks or None. Output: [h; c] after the last iteration, (B, N, 2H).
+    """
+
+    @staticmethod
+    def forward(ctx, xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int):
+        hc, gates, cells, pooled, argmax = _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling, n_iter, save=True)
+        ctx.save_for_backward(gates, cells, w_hh, w_hp, pool_info, drop, *pooled, *argmax)
+        ctx.meta = (pooling, n_iter, *xw.shape[:2], w_hh.shape[1], len(pooled))
+        return hc
+
+    @staticmethod
+    def backward(ctx, d_hc):
+        pooling, n_iter, B, N, H = ctx.meta[:5]
+        gates, cells, w_hh, w_hp, pool_info, drop, *rest = ctx.saved_tensors
+        n_pooled = ctx.meta[5]
+        pooled, argmax = rest[:n_pooled], rest[n_pooled:]
+        G = 4 * H
+        dh = d_hc[..., :H].reshape(B * N, H).clone()  # grad w.r.t. h after the last iteration
+        dc = d_hc[..., H:].reshape(B * N, H).clone()  # grad w.r.t. c
+        dz = gates.new_empty((B * N, G))
+        dz_i, dz_f, dz_o, dz_g = dz.split(H, dim=1)
+        dxw = gates.new_zeros((B * N, G))
+        dw_hh = gates.new_zeros((G, H))
+        dw_hp = gates.new_zeros((G, H))
+        tc, tc_prev, tmp = (gates.new_empty((B * N, H)) for _ in range(3))
+        dh_prev, h_prev = gates.new_empty((B * N, H)), gates.new_empty((B * N, H))
+        _tanh(cells[n_iter - 1], out=tc)
+        sig_bw = torch.ops.aten.sigmoid_backward.grad_input  # (grad, y, *, grad_input): grad * y * (1 - y)
+        tanh_bw = torch.ops.aten.tanh_backward.grad_input  # (grad, y, *, grad_input): grad * (1 - y^2)
+        for t in range(n_iter - 1, -1, -1):
+            i, f, o, g = gates[t].split(H, dim=1)
+            if drop is not None:
+                dh.view(B, N, H).mul_(drop[t])  # grad w.r.t. h before dropout
+            torch.mul(dh, tc, out=dz_o)
+            sig_bw(dz_o, o, grad_input=dz_o)  # dz_o = dh * tanh(c) * o (1 - o)
+            torch.mul(dh, o, out=tmp)
+            dc.add_(tanh_bw(tmp, tc, grad_input=tmp))  # dc += dh * o * (1 - tanh(c)^2)
+            torch.mul(dc, g, out=dz_i)
+            sig_bw(dz_i, i, grad_input=dz_i)  # dz_i = dc * g * i (1 - i)
+            torch.mul(dc, i, out=dz_g)
+            tanh_bw(dz_g, g, grad_input=dz_g)  # dz_g = dc * i * (1 - g^2)
+            if t == 0:
+                dz_f.zero_()  # c before the first iteration is 0
+                dxw.add_(dz)
+                break
+            torch.mul(dc, cells[t - 1], out=dz_f)
+            sig_bw(dz_f, f, grad_input=dz_f)  # dz_f = dc * c_prev * f (1 - f)
+            dc.mul_(f)  # grad w.r.t. c_prev
+            dxw.add_(dz)
+            # h_prev = o_prev * tanh(c_prev) (* dropout), recomputed; tanh(c_prev) is the next step's tc
+            _tanh(cells[t - 1], out=tc_prev)
+            torch.mul(gates[t - 1][:, 2 * H: 3 * H], tc_prev, out=h_prev)
+            if drop is not None:
+                h_prev.view(B, N, H).mul_(drop[t - 1])
+            dw_hh.addmm_(dz.t(), h_prev)  # (4H, B*N) @ (B*N, H)
+            torch.mm(dz, w_hh, out=dh_prev)  # (B*N, 4H) @ (4H, H): grad w.r.t. h_prev through W_hh
+            if pooling == "causal":
+                p = torch.cumsum(h_prev.view(B, N, H), dim=1).mul_(pool_info)  # (B, N, H)
+                dw_hp.addmm_(dz.t(), p.view(B * N, H))
+                dp = torch.mm(dz, w_hp).view(B, N, H).mul_(pool_info)  # dp_i = dL/d(sum_{j<=i} h_j) = W_hp^T dz_i / i
+                # h_j enters every sum with i >= j: dh_j += sum_{i >= j} dp_i
+                dh_prev.view(B, N, H).add_(torch.cumsum(dp.flip(1), dim=1).flip(1))  # reverse cumsum (B, N, H)
+            else:
+                dpt = dz.view(B, N, G).sum(dim=1)  # (B, 4H): the pooled term is shared by all N entities
+                dw_hp.addmm_(dpt.t(), pooled[t - 1])
+                dp = dpt @ w_hp  # (B, H)
+                if pooling == "mean":
+                    dh_prev.view(B, N, H).baddbmm_(pool_info.transpose(1, 2), dp.unsqueeze(1))  # w_j * dp
+                else:
+                    if pool_info is not None:  # an empty set pooled to the constant 0
+                        dp = dp * pool_info.any(dim=1, keepdim=True)
+                    dh_prev.view(B, N, H).scatter_add_(1, argmax[t - 1].unsqueeze(1), dp.unsqueeze(1))
+            dh, dh_prev = dh_prev, dh
+            tc, tc_prev = tc_prev, tc
+        return dxw.view(B, N, G), dw_hh, dw_hp, None, None, None, None
+
+
+def _masked_max(h: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max of ``h`` (B, N, H) over the real entities and its indices (B, H); a set with none gives 0."""
+    if mask is None:
+        return h.max(dim=1)
+    p, idx = h.masked_fill(~mask[..., None], float("-inf")).max(dim=1)  # (B, H)
+    return p.masked_fill_(~mask.any(dim=1, keepdim=True), 0.0), idx
+
+
+# ---- modules ----------------------------------------------------------------------------------------------
+
+class SwarmCell(nn.Module):
+    """The SWARM LSTM cell's weights (gate rows in the order i, f, o, g) and one plain iteration.
+
+    Args:
+        dim_input: entity input width D_in.
+        dim_hidden: memory cells H.
+        pooling: "mean" | "max" | "causal" (see the module docstring).
+    """
+
+    def __init__(self, dim_input: int, dim_hidden: int, pooling: str):
+        super().__init__()
+        self.dim_hidden, self.pooling = dim_hidden, pooling
+        self.w_ih = nn.Linear(dim_input, 4 * dim_hidden)  # W_ih and the gate bias b
+        self.w_hh = nn.Linear(dim_hidden, 4 * dim_hidden, bias=False)
+        self.w_hp = nn.Linear(dim_hidden, 4 * dim_hidden, bias=False)  # acts on the pooled vector
+
+    def step(self, xw, h, c, mask):
+        """One iteration, plain autograd: ``xw`` = W_ih x + b (B, N, 4H); h, c (B, N, H) -> new h, c."""
+        p = pool_reference(h, mask, self.pooling)  # (B, H) or (B, N, H)
+        pt = self.w_hp(p)  # (B, 4H) or (B, N, 4H)
+        z = xw + self.w_hh(h) + (pt if pt.dim() == 3 else pt.unsqueeze(1))  # (B, N, 4H)
+        zi, zf, zo, zg = z.chunk(4, dim=-1)
+        c = torch.sigmoid(zf) * c + torch.sigmoid(zi) * torch.tanh(zg)
+        h = torch.sigmoid(zo) * torch.tanh(c)
+        return h, c
+
+
+class SwarmLayer(nn.Module):
+    """``n_iter`` iterations of a shared :class:`SwarmCell` over all entities, then Linear([h; c]).
+
+    Args:
+        dim_input, dim_output: entity widths in and out.
+        dim_hidden: memory cells H.
+        n_iter: iterations of the cell.
+        pooling: "mean" | "max" | "causal".
+        dropout: channel dropout on h after every iteration (training only).
+        fast: use :class:`_SwarmRecurrence` (same function, hand-written backward).
+    """
+
+    def __init__(self, dim_input: int, dim_output: int, *, dim_hidden: int, n_iter: int, pooling: str,
+                 dropout: float = 0.0, fast: bool = True):
+        super().__init__()
+        self.n_iter, self.pooling, self.dropout, self.fast = n_iter, pooling, dropout, fast
+        self.cell = SwarmCell(dim_input, dim_hidden, pooling)
+        self.out = nn.Linear(2 * dim_hidden, dim_output)
+
+    def _drop_masks(self, B: int, like: torch.Tensor) -> torch.Tensor | None:
+        if not self.training or self.dropout == 0.0:
+            return None
+        return dropout_masks(self.n_iter, B, self.cell.dim_hidden, self.dropout, like)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        check_mask(mask, x, self.pooling)
+        xw = self.cell.w_ih(x)  # (B, N, 4H): W_ih x + b, once for all iterations
+        drop = self._drop_masks(x.shape[0], xw)
+        hc = self._recurrence_fast(xw, mask, drop) if self.fast else self._recurrence_reference(xw, mask, drop)
+        return self.out(hc)  # (B, N, D_out)
+
+    def _recurrence_reference(self, xw, mask, drop):
+        B, N, _ = xw.shape
+        h = c = xw.new_zeros(B, N, self.cell.dim_hidden)  # (B, N, H)
+        for t in range(self.n_iter):
+            h, c = self.cell.step(xw, h, c, mask)
+            if drop is not None:
+                h = h * drop[t]
+        return torch.cat([h, c], dim=-1)  # (B, N, 2H)
+
+    def _recurrence_fast(self, xw, mask, drop):
+        B, N, _ = xw.shape
+        if self.pooling == "mean":
+            info = _mean_weights(mask, B, N, xw)  # (B, 1, N)
+        elif self.pooling == "max":
+            info = mask  # (B, N) or None
+        else:
+            info = 1.0 / torch.arange(1, N + 1, device=xw.device, dtype=xw.dtype)[:, None]  # (N, 1)
+        # the fused kernels write into preallocated buffers of ONE dtype: under autocast (bf16 / fp16 xw) the
+        # recurrence runs in fp32 (the c state accumulates over the iterations), the output Linear autocasts
+        dtype = xw.dtype if xw.dtype in (torch.float32, torch.float64) else torch.float32
+        w_hh, w_hp = self.cell.w_hh.weight.to(dtype), self.cell.w_hp.weight.to(dtype)
+        info = info.to(dtype) if info is not None and info.is_floating_point() else info
+        drop = drop.to(dtype) if drop is not None else None
+        args = (xw.to(dtype).contiguous(), w_hh, w_hp, info, drop, self.pooling, self.n_iter)
+        with torch.autocast(xw.device.type, enabled=False):
+            if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
+                return _SwarmRecurrence.apply(*args)
+            return _fused_forward(*args, save=False)[0]  # inference: one gate buffer, nothing kept
+
+    # -- incremental causal evaluation (used by the SWARM Transformer's sampler) --
+
+    def init_causal_state(self, batch: int, *, device=None, dtype=torch.float32) -> dict:
+        """Empty state for :meth:`causal_step`: no position seen yet."""
+        return {"sums": torch.zeros(max(self.n_iter - 1, 0), batch, self.cell.dim_hidden, device=device,
+                                    dtype=dtype), "count": 0}
+
+    def causal_step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        """Output at the next position i (1-based) of a causal layer from its input ``x`` (B, D_in) alone.
+
+        Recurrence (iterations k = 1..T, h^(0) = c^(0) = 0; S^(k) = sum over the positions j < i of
+        h_j^(k), kept in ``state['sums'][k - 1]`` for k = 1..T-1):
+
+            k = 1:  z = W_ih x_i + b
+            k > 1:  S^(k-1) <- S^(k-1) + h_i^(k-1)        (the pool is inclusive: i sees itself)
+                    z = W_ih x_i + b + W_hh h_i^(k-1) + W_hp S^(k-1) / i
+            c_i^(k) = sigmoid(z_f) c_i^(k-1) + sigmoid(z_i) tanh(z_g);  h_i^(k) = sigmoid(z_o) tanh(c_i^(k))
+            y_i = W_out [h_i^(T); c_i^(T)] + b_out
+
+        This is the full causal forward restricted to position i: p_i^(k-1) = sum_{j<=i} h_j^(k-1) / i and
+        h_j^(k-1) for j < i do not depend on position i, so the state updated here is all that position
+        i + 1 needs. Cost per position: T matmuls of (B, H) x (H, 4H), independent of i. Inference only
+        (no dropout). ``state`` is updated in place.
+        """
+        if self.pooling != "causal":
+            raise ValueError(f"causal_step needs pooling='causal', this layer pools with {self.pooling!r}")
+        cell = self.cell
+        state["count"] += 1
+        i = state["count"]
+        xw = cell.w_ih(x)  # (B, 4H)
+        h = c = None
+        for k in range(1, self.n_iter + 1):
+            if k == 1:
+                z = xw
+            else:
+                s = state["sums"][k - 2].add_(h)  # (B, H): sum_{j<=i} h_j^(k-1)
+                z = xw + cell.w_hh(h) + cell.w_hp(s / i)
+            zi, zf, zo, zg = z.chunk(4, dim=-1)
+            c_in = torch.sigmoid(zi) * torch.tanh(zg)
+            c = c_in if c is None else torch.sigmoid(zf) * c + c_in
+            h = torch.sigmoid(zo) * torch.tanh(c)
+        return self.out(torch.cat([h, c], dim=-1))  # (B, D_out)
+
+
+class Swarm(nn.Module):
+    """SWARM set model: ``num_layers`` SwarmLayers with a ReLU between them, optional masked-mean head.
+
+    ``forward(x (B, N, dim_input), mask (B, N) bool | None, True = real entity)`` returns (B, N, dim_output),
+    or (B, dim_output) with ``pooling_head="mean"``.
+    """
+
+    def __init__(self, cfg: SwarmConfig):
+        super().__init__()
+        self.cfg = cfg
+        dims = [cfg.dim_input] + [cfg.dim_hidden] * (cfg.num_layers - 1) + [cfg.dim_output]
+        self.layers = nn.ModuleList(
+            SwarmLayer(d_in, d_out, dim_hidden=cfg.dim_hidden, n_iter=cfg.n_iter, pooling=cfg.pooling,
+                       dropout=cfg.dropout, fast=cfg.fast)
+            for d_in, d_out in zip(dims[:-1], dims[1:])
+        )
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.cfg.dim_input:
+            raise ValueError(f"x must be (B, N, dim_input={self.cfg.dim_input}), got {tuple(x.shape)}")
+        for k, layer in enumerate(self.layers):
+            x = layer(F.relu(x) if k else x, mask)  # (B, N, D)
+        if self.cfg.pooling_head == "mean":
+            return masked_mean(x, mask)  # (B, dim_output)
+        return x
+
+    def init_causal_state(self, batch: int, *, device=None, dtype=torch.float32) -> list[dict]:
+        return [layer.init_causal_state(batch, device=device, dtype=dtype) for layer in self.layers]
+
+    def causal_step(self, x: torch.Tensor, states: list[dict]) -> torch.Tensor:
+        """Per-entity output at the next position from its input ``x`` (B, dim_input); see SwarmLayer.causal_step."""
+        for k, (layer, state) in enumerate(zip(self.layers, states)):
+            x = layer.causal_step(F.relu(x) if k else x, state)  # (B, D)
+        return x
+
+    def get_num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @staticmethod
+    def expected_num_params(cfg: SwarmConfig) -> int:
+        """Per layer 4H*D_in + 4H (W_ih, b) + 2 * 4H*H (W_hh, W_hp) + 2H*D_out + D_out (output Linear)."""
+        H = cfg.dim_hidden
+        dims = [cfg.dim_input] + [H] * (cfg.num_layers - 1) + [cfg.dim_output]
+        return sum(4 * H * a + 4 * H + 8 * H * H + 2 * H * b + b for a, b in zip(dims[:-1], dims[1:]))
+
+
+def _build(defaults: dict, overrides: dict) -> Swarm:
+    fields = SwarmConfig.__dataclass_fields__
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError(f"unknown Swarm option(s) {unknown}; valid: {sorted(fields)}")
+    return Swarm(SwarmConfig(**{**defaults, **overrides}))
+
+
+@register_model(kind="set", tags=("swarm",))
+def swarm(**overrides) -> Swarm:
+    """Seed 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
+    return _build({}, overrides)
+
+
+# ---- the authors' key names <-> ours ----------------------------------------------------------------------
+# Their SwarmLayer: cell.Wih (Conv1d, weight (4H, D_in, 1) + bias), cell.Whh / cell.Whp (no bias), ffwd
+# (Conv1d (D_out, 2H, 1) + bias). Stacked layers live in MaskedSequential.mods.{0, 2, 4, ...} with a
+# parameter-free non-linearity at the odd indices.
+_LAYER_KEYS = {"cell.Wih.weight": "cell.w_ih.weight", "cell.Wih.bias": "cell.w_ih.bias",
+               "cell.Whh.weight": "cell.w_hh.weight", "cell.Whp.weight": "cell.w_hp.weight",
+               "ffwd.weight": "out.weight", "ffwd.bias": "out.bias"}
+
+
+def convert_reference_state_dict(sd: dict) -> dict:
+    """The authors' SwarmLayer / MaskedSequential state dict -> a :class:`Swarm` state dict.
+
+    Conv1d weights (out, in, 1) lose their kernel dimension. Unknown, missing or misshapen keys raise
+    KeyError / ValueError naming the key.
+    """
+    by_layer: dict[int, dict] = {}
+    for key, value in sd.items():
+        prefix, _, rest = key.partition(".") if key.startswith("mods.") else ("", "", key)
+        index = 0
+        if prefix:
+            pos, _, rest = rest.partition(".")
+            if not pos.isdigit() or int(pos) % 2:
+                raise KeyError(f"convert_reference_state_dict: unexpected key {key!r}: SWARM layers sit at even "
+                               f"indices of MaskedSequential.mods")
+            index = int(pos) // 2
+        if rest not in _LAYER_KEYS:
+            raise KeyError(f"convert_reference_state_dict: unexpected key {key!r}; it matches no SwarmLayer tensor")
+        if rest.endswith("weight"):
+            if value.dim() != 3 or value.shape[-1] != 1:
+                raise ValueError(f"convert_reference_state_dict: {key!r} should be a kernel-1 Conv1d weight "
+                                 f"(out, in, 1), got shape {tuple(value.shape)}")
+            value = value[..., 0]
+        by_layer.setdefault(index, {})[f"layers.{index}.{_LAYER_KEYS[rest]}"] = value
+    if sorted(by_layer) != list(range(len(by_layer))):
+        raise KeyError(f"convert_reference_state_dict: layer indices {sorted(by_layer)} are not 0..{len(by_layer) - 1}")
+    out: dict = {}
+    for index, tensors in sorted(by_layer.items()):
+        missing = [f"layers.{index}.{k}" for k in _LAYER_KEYS.values() if f"layers.{index}.{k}" not in tensors]
+        if missing:
+            raise KeyError(f"convert_reference_state_dict: missing key(s) {missing}")
+        out.update(tensors)
+    return out
