@@ -1,8 +1,8 @@
 """Set Transformer encoder (Lee et al., 2019) as the set-equivariant baseline of seed 003 (SWARM, §4.1.2).
 
-``x (B, N, dim_input) -> Linear -> num_layers x {SAB | ISAB} -> head``. With ``pooling="none"`` (default) the
+``x (B, N, dim_input) -> Linear -> num_layers x {SAB | ISAB} -> head``. With ``head="none"`` (default) the
 head is a per-entity Linear and the model is permutation-equivariant: the "encoder part" the SWARM paper uses
-for direct amortized clustering (one output row of cluster-slot logits per point). ``pooling="mean"`` or
+for direct amortized clustering (one output row of cluster-slot logits per point). ``head="mean"`` or
 ``"pma"`` makes it permutation-invariant, ``(B, dim_output)``, for the mixture-of-Gaussians task (§4.2).
 
 Defaults are the SWARM paper's best Set Transformer for direct clustering, code (32-60-3) in its Table 2
@@ -37,7 +37,7 @@ class SetTransformerConfig:
     ff_depth: int = 4  # Linear+ReLU pairs per rFF: the authors' RFF has 4 (Lee et al.'s code has 1)
     layer_norm: bool = True  # post-LN in every MAB: Lee et al. eq. 6-7 and the authors' code
     dropout: float = 0.0  # on the residual branches; the paper trains with "no dropout" (§4.1.3)
-    pooling: str = "none"  # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
+    head: str = "none"  # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -49,8 +49,8 @@ class SetTransformerConfig:
                              "change one so that the head width is an integer")
         if self.block not in ("isab", "sab"):
             raise ValueError(f"block must be 'isab' or 'sab', got {self.block!r}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if self.head not in POOLINGS:
+            raise ValueError(f"head must be one of {POOLINGS}, got {self.head!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
 
@@ -72,7 +72,7 @@ class SetTransformer(nn.Module):
             self.blocks = nn.ModuleList(ISAB(D, num_inds=cfg.num_inds, **kw) for _ in range(cfg.num_layers))
         else:
             self.blocks = nn.ModuleList(SAB(D, **kw) for _ in range(cfg.num_layers))
-        self.head = SetPoolingHead(D, cfg.dim_output, pooling=cfg.pooling, **kw)
+        self.head = SetPoolingHead(D, cfg.dim_output, pooling=cfg.head, **kw)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = check_set_inputs(x, mask, self.cfg.dim_input, type(self).__name__)

@@ -52,11 +52,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.set_blocks import SetPoolingHead
 from models.layers.transformer import masked_mean
 from models.registry import register_model
 
 POOLINGS = ("mean", "max", "causal")
-POOLING_HEADS = ("none", "mean")
+HEADS = ("none", "mean", "pma")
 
 
 @dataclass
@@ -68,7 +69,12 @@ class SwarmConfig:
     num_layers: int = 1  # ... 1 layer ("top performing SWARM models have just one layer"); ReLU between layers
     pooling: str = "mean"  # authors' models.py builds the set models with 'MEAN'; "max"; "causal" for §4.3
     dropout: float = 0.0  # §4.1.3 "no dropout"; §5 best models "don't require dropout"
-    pooling_head: str = "none"  # "mean": masked mean of the per-entity outputs -> (B, dim_output) (§4.2 (i))
+    # Permutation-invariant output for the MoG task (§4.2): "mean" = masked mean of the per-entity outputs ->
+    # (B, dim_output) (approach (i)); "pma" = the last layer outputs head_width per entity, then PMA (1 seed) and a
+    # Linear to dim_output (approach (ii): "a SWARM layer of output size 128 feeds into a PMA block").
+    head: str = "none"
+    head_width: int = 128  # §4.2 (ii): the SWARM layer's output size before the PMA; unused otherwise
+    head_heads: int = 4  # PMA heads (head_width must divide by it)
     fast: bool = True  # fused hand-written backward computing the same function; False = plain reference
 
     def __post_init__(self):
@@ -78,8 +84,11 @@ class SwarmConfig:
                 raise ValueError(f"SwarmConfig.{name} must be a positive int, got {value!r}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"SwarmConfig.pooling must be one of {POOLINGS}, got {self.pooling!r}")
-        if self.pooling_head not in POOLING_HEADS:
-            raise ValueError(f"SwarmConfig.pooling_head must be one of {POOLING_HEADS}, got {self.pooling_head!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"SwarmConfig.head must be one of {HEADS}, got {self.head!r}")
+        if self.head == "pma" and (self.head_width < 1 or self.head_width % self.head_heads):
+            raise ValueError(f"SwarmConfig.head_width={self.head_width} must be a positive multiple of "
+                             f"head_heads={self.head_heads} for the PMA head")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"SwarmConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fast, bool):
@@ -422,26 +431,31 @@ class Swarm(nn.Module):
     """SWARM set model: ``num_layers`` SwarmLayers with a ReLU between them, optional masked-mean head.
 
     ``forward(x (B, N, dim_input), mask (B, N) bool | None, True = real entity)`` returns (B, N, dim_output),
-    or (B, dim_output) with ``pooling_head="mean"``.
+    or (B, dim_output) with ``head="mean"`` or ``"pma"``.
     """
 
     def __init__(self, cfg: SwarmConfig):
         super().__init__()
         self.cfg = cfg
-        dims = [cfg.dim_input] + [cfg.dim_hidden] * (cfg.num_layers - 1) + [cfg.dim_output]
+        last = cfg.head_width if cfg.head == "pma" else cfg.dim_output
+        dims = [cfg.dim_input] + [cfg.dim_hidden] * (cfg.num_layers - 1) + [last]
         self.layers = nn.ModuleList(
             SwarmLayer(d_in, d_out, dim_hidden=cfg.dim_hidden, n_iter=cfg.n_iter, pooling=cfg.pooling,
                        dropout=cfg.dropout, fast=cfg.fast)
             for d_in, d_out in zip(dims[:-1], dims[1:])
         )
+        self.head = (SetPoolingHead(cfg.head_width, cfg.dim_output, pooling="pma", heads=cfg.head_heads)
+                     if cfg.head == "pma" else None)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.cfg.dim_input:
             raise ValueError(f"x must be (B, N, dim_input={self.cfg.dim_input}), got {tuple(x.shape)}")
         for k, layer in enumerate(self.layers):
             x = layer(F.relu(x) if k else x, mask)  # (B, N, D)
-        if self.cfg.pooling_head == "mean":
+        if self.cfg.head == "mean":
             return masked_mean(x, mask)  # (B, dim_output)
+        if self.head is not None:
+            return self.head(x, mask)  # (B, dim_output)
         return x
 
     def init_causal_state(self, batch: int, *, device=None, dtype=torch.float32) -> list[dict]:
@@ -458,7 +472,9 @@ class Swarm(nn.Module):
 
     @staticmethod
     def expected_num_params(cfg: SwarmConfig) -> int:
-        """Per layer 4H*D_in + 4H (W_ih, b) + 2 * 4H*H (W_hh, W_hp) + 2H*D_out + D_out (output Linear)."""
+        """Per layer 4H*D_in + 4H (W_ih, b) + 2 * 4H*H (W_hh, W_hp) + 2H*D_out + D_out (output Linear); head none/mean."""
+        if cfg.head == "pma":
+            raise ValueError("expected_num_params counts the SWARM layers only: use get_num_params() with a PMA head")
         H = cfg.dim_hidden
         dims = [cfg.dim_input] + [H] * (cfg.num_layers - 1) + [cfg.dim_output]
         return sum(4 * H * a + 4 * H + 8 * H * H + 2 * H * b + b for a, b in zip(dims[:-1], dims[1:]))

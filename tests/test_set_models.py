@@ -281,10 +281,10 @@ def test_sorted_order_is_lexicographic_and_stable_with_padding_last():
     assert perm.tolist() == [[5, 1, 2, 4, 0, 3]]
 
 
-@pytest.mark.parametrize("name", [n for n in SET_MODELS if "pooling" in config_fields(n)])
-@pytest.mark.parametrize("pooling", ["mean", "pma"])
-def test_invariant_heads_are_permutation_invariant(name, pooling):
-    model = tiny_model(name, pooling=pooling).eval()
+@pytest.mark.parametrize("name", [n for n in SET_MODELS if "head" in config_fields(n)])
+@pytest.mark.parametrize("head", ["mean", "pma"])
+def test_invariant_heads_are_permutation_invariant(name, head):
+    model = tiny_model(name, head=head).eval()
     x, mask = random_sets()
     with torch.no_grad():
         out = model(x, mask)
@@ -300,7 +300,7 @@ def test_invariant_heads_are_permutation_invariant(name, pooling):
 
 @pytest.mark.parametrize("name, bad, match", [
     ("set_transformer_isab", dict(dim_hidden=10, num_heads=4), "not divisible by num_heads"),
-    ("set_transformer_sab", dict(pooling="sum"), "pooling must be one of"),
+    ("set_transformer_sab", dict(head="sum"), "head must be one of"),
     ("set_transformer_isab", dict(num_inds=0), "num_inds must be a positive int"),
     ("set_linear_mean", dict(num_layers=0), "num_layers must be a positive int"),
     ("lstm", dict(order="random"), "order must be one of"),

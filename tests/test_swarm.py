@@ -43,14 +43,14 @@ def test_shapes_and_pooling_head(pooling, num_layers):
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     assert tiny(pooling=pooling, num_layers=num_layers)(x, mask).shape == (2, 5, 4)
     assert tiny(pooling=pooling, num_layers=num_layers)(x).shape == (2, 5, 4)
-    assert tiny(pooling=pooling, num_layers=num_layers, pooling_head="mean")(x, mask).shape == (2, 4)
+    assert tiny(pooling=pooling, num_layers=num_layers, head="mean")(x, mask).shape == (2, 4)
 
 
 def test_config_and_input_errors():
     with pytest.raises(ValueError, match="pooling must be one of"):
         tiny(pooling="sum")
-    with pytest.raises(ValueError, match="pooling_head must be one of"):
-        tiny(pooling_head="pma")
+    with pytest.raises(ValueError, match="head must be one of"):
+        tiny(head="max")
     with pytest.raises(TypeError, match="unknown Swarm option"):
         tiny(hidden=3)
     with pytest.raises(ValueError, match="dim_input=3"):
@@ -103,7 +103,7 @@ def test_permutation_equivariance_with_padding(pooling, fast):
     perm = torch.randperm(9, generator=torch.Generator().manual_seed(6))
     y = model(x, mask)
     torch.testing.assert_close(model(x[:, perm], mask[:, perm]), y[:, perm], rtol=0, atol=1e-5)
-    head = tiny(pooling=pooling, fast=fast, pooling_head="mean")
+    head = tiny(pooling=pooling, fast=fast, head="mean")
     torch.testing.assert_close(head(x[:, perm], mask[:, perm]), head(x, mask), rtol=0, atol=1e-5)
 
 
@@ -145,7 +145,7 @@ def test_causal_step_matches_the_full_forward():
 
 def test_empty_set_pools_to_zero_not_nan():
     for pooling in ("mean", "max"):
-        y = tiny(pooling=pooling, pooling_head="mean")(torch.randn(2, 4, 3), torch.tensor([[False] * 4, [True] * 4]))
+        y = tiny(pooling=pooling, head="mean")(torch.randn(2, 4, 3), torch.tensor([[False] * 4, [True] * 4]))
         assert torch.isfinite(y).all() and (y[0] == 0).all()
 
 
