@@ -1,14 +1,18 @@
-"""Multi-head local window attention over a 1-D sequence: a banded (chunked) kernel and its dense oracle.
+"""Multi-head local window attention over a 1-D sequence: one module for every windowed model.
 
-Every query ``i`` attends to the keys ``j`` with ``|i - j| <= window_one_sided`` (so the total window is
-``2 * window_one_sided + 1`` tokens), minus the keys the mask drops. The banded kernel splits the sequence
-into blocks of ``r = window_one_sided`` queries; block ``n`` reads keys from blocks ``n-1, n, n+1`` (``3r``
-keys), which cover the whole band. Memory is ``O(B * H * L * 3r)`` instead of ``O(B * H * L^2)``.
+One banded kernel with a dense oracle for the tests (partitioned windows follow):
 
-Softmax runs in fp32; masked scores are filled with ``-finfo.max`` and fully masked rows come out as zeros,
-never NaN. An optional learned relative-position bias (one scalar per head and offset ``j - i``, Swin-style)
-gives the window a notion of order; without it the attention sees a bag of neighbours, like the mean it
-replaces.
+* **banded** (sliding) windows, :func:`banded_window_attention`: query ``i`` sees the keys
+  ``|i - j| <= window_one_sided`` (``2 * window_one_sided + 1`` in total), optionally plus a global first
+  token that attends to and is attended by every token (Longformer's [CLS], Beltagy et al., 2020) and a
+  learned relative-position bias. Used by Longformer (``attention_patterns.sliding_chunks_attention``) and
+  the enhanced SwarmFormer's local mixer (:class:`LocalWindowAttention`). The sequence is cut into blocks of
+  ``r = window_one_sided`` queries; block ``n`` reads the ``3r`` keys of blocks ``n-1, n, n+1``, which cover
+  its band (allenai/longformer ``sliding_chunks.py``). Memory ``O(B * H * L * 3r)``, not ``O(B * H * L^2)``.
+Conventions (shared by both kernels): queries are scaled by ``Dh ** -0.5`` before the product; scores are
+soft-maxed in float32 after masked entries are filled with ``-finfo(float32).max``; a query row with no key
+it may attend comes out as zeros, never NaN. Masks are bool, True = keep. A relative-position bias holds one
+scalar per head and offset ``j - i`` (Swin); without one the window sees a bag of neighbours.
 """
 from __future__ import annotations
 
@@ -16,67 +20,131 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+_NEG = -torch.finfo(torch.float32).max  # fill for masked scores; softmax runs in float32
+
+
+def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """float32 softmax over the last dim where ``keep`` (broadcastable bool); rows with nothing kept are zeros.
+
+    ``scores`` is overwritten (it is a fresh product in every caller, not needed by the backward pass).
+    """
+    scores = scores.float()
+    if keep is None:
+        return torch.softmax(scores, dim=-1)
+    scores.masked_fill_(~keep, _NEG)
+    probs = torch.softmax(scores, dim=-1)  # a fully masked row is uniform here ...
+    row_ok = keep.any(dim=-1, keepdim=True)
+    if not bool(row_ok.all()):
+        probs = probs * row_ok  # ... and zero here; the common case (every row has a key) skips this pass
+    return probs
+
+
+def _window_softmax(scores: torch.Tensor, keep: torch.Tensor | None, dropout_p: float) -> torch.Tensor:
+    """float32 softmax of window scores (..., q, k) where ``keep`` (bool, broadcastable), then dropout.
+
+    The mask is *added* (0 / ``-finfo.max``, float32, as small as ``keep``) rather than filled in: the add's
+    backward hands the gradient through unchanged, where masked_fill's would mask it again (one more pass over
+    the largest tensor). Fully masked rows come out uniform here; the kernels zero their *outputs* instead
+    (:func:`_zero_empty_rows`), a pass over (..., q, Dh) instead of (..., q, k).
+    """
+    scores = scores.float()
+    if keep is not None:
+        scores = scores + torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, _NEG)
+    probs = torch.softmax(scores, dim=-1)
+    return F.dropout(probs, p=dropout_p, training=True) if dropout_p else probs
+
+
+def _zero_empty_rows(out: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """``out`` (..., q, Dh) with the rows whose ``keep`` (..., q, k) holds no key set to 0 (skipped if none)."""
+    if keep is None:
+        return out
+    row_ok = keep.any(dim=-1, keepdim=True)  # (..., q, 1)
+    return out if bool(row_ok.all()) else out * row_ok
+
+
+# ---- banded (sliding) windows ------------------------------------------------------------------------------
 
 def _band_offsets(r: int, device) -> torch.Tensor:
     """``j - i`` for query ``a`` of a block and key ``b`` of the 3-block strip around it: (r, 3r) long."""
     a = torch.arange(r, device=device)
     b = torch.arange(3 * r, device=device)
-    return b[None, :] - r - a[:, None]  # (r, 3r): key position minus query position
+    return b[None, :] - r - a[:, None]  # (r, 3r): key j = (n-1)r + b, query i = nr + a, so j - i = b - r - a
 
 
-def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window_one_sided: int,
-                             key_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None,
-                             dropout_p: float = 0.0) -> torch.Tensor:
-    """Banded attention, ``O(L * window)`` memory.
+def banded_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
+                            *, window_one_sided: int, global_first: bool = False,
+                            rel_bias: torch.Tensor | None = None, dropout_p: float = 0.0) -> torch.Tensor:
+    """Sliding-window attention, ``O(L * window)`` memory.
 
     Args:
         q, k, v: (B, H, L, Dh).
-        window_one_sided: r >= 1; query i sees keys i-r .. i+r.
         key_mask: (B, L) bool, True = the key may be attended; None = all keys.
+        window_one_sided: r >= 1; query i sees keys i-r .. i+r.
+        global_first: token 0 attends to every key and every query attends to it (Longformer). Key 0 then
+            enters each row once, through an extra "global" column, and carries no relative bias.
         rel_bias: (H, 2r+1) added to the score of offset ``j - i`` (index ``j - i + r``); None = no bias.
         dropout_p: dropout on the attention weights (pass 0 in eval).
     Returns:
-        (B, H, L, Dh); rows whose window holds no valid key are zeros.
+        (B, H, L, Dh); rows with no valid key are zeros.
     """
     r = window_one_sided
     if r < 1:
         raise ValueError(f"window_one_sided must be >= 1, got {r}")
     B, H, L, Dh = q.shape
     nb = -(-L // r)  # number of query blocks
-    Lp = nb * r
-    pad = Lp - L
-    if pad:
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, H, Lp, Dh)
-    if key_mask is None:
-        key_mask = torch.ones(1, L, dtype=torch.bool, device=q.device)
-    kmask = F.pad(key_mask, (r, pad + r), value=False)  # (B|1, Lp + 2r): out-of-range keys are invalid
-    kmask = kmask.unfold(1, 3 * r, r)  # (B|1, nb, 3r)
+    pad = nb * r - L
+    valid = key_mask if key_mask is not None else torch.ones(1, L, dtype=torch.bool, device=q.device)  # (B|1, L)
 
-    qb = q.reshape(B, H, nb, r, Dh)  # (B, H, nb, r, Dh)
-    kw = F.pad(k, (0, 0, r, r)).unfold(2, 3 * r, r)  # (B, H, nb, Dh, 3r): a view, no copy
-    vw = F.pad(v, (0, 0, r, r)).unfold(2, 3 * r, r)  # (B, H, nb, Dh, 3r)
+    qb = F.pad(q * Dh**-0.5, (0, 0, 0, pad)).view(B, H, nb, r, Dh)  # (B, H, nb, r, Dh): queries nr..nr+r-1
+    # Keys and values of the 3-block strip around each block (B, H, nb, 3r, Dh), overlapping views; with
+    # global_first key 0 is appended to every strip (one copy): 3r + 1 rows.
+    kw = F.pad(k, (0, 0, r, pad + r)).unfold(2, 3 * r, r).transpose(-1, -2)  # (B, H, nb, 3r, Dh): a view
+    vw = F.pad(v, (0, 0, r, pad + r)).unfold(2, 3 * r, r).transpose(-1, -2)  # (B, H, nb, 3r, Dh)
+    kvalid = F.pad(valid, (r, pad + r), value=False)  # (B|1, Lp + 2r): out-of-range keys are invalid
+    if global_first:
+        kvalid = kvalid.clone()
+        kvalid[:, r] = False  # key 0 is reached through the global column instead
+        kw = torch.cat([kw, k[:, :, None, :1].expand(B, H, nb, 1, Dh)], dim=3)  # (B, H, nb, 3r+1, Dh)
+        vw = torch.cat([vw, v[:, :, None, :1].expand(B, H, nb, 1, Dh)], dim=3)  # (B, H, nb, 3r+1, Dh)
+    kvalid = kvalid.unfold(1, 3 * r, r)  # (B|1, nb, 3r)
 
     offsets = _band_offsets(r, q.device)  # (r, 3r)
-    band = offsets.abs() <= r  # (r, 3r)
-    valid = band[None, None] & kmask[:, :, None, :]  # (B|1, nb, r, 3r)
-    valid = valid[:, None]  # (B|1, 1, nb, r, 3r)
+    keep = (offsets.abs() <= r) & kvalid[:, :, None, :]  # (B|1, nb, r, 3r)
+    if global_first:
+        g_ok = valid[:, :1, None, None].expand(keep.shape[0], nb, r, 1)  # (B|1, nb, r, 1): is key 0 real
+        keep = torch.cat([keep, g_ok], dim=-1)  # (B|1, nb, r, 3r+1)
 
-    # scores: b batch, h head, n block, q query in block, d head dim, k key in strip
-    scores = torch.einsum("bhnqd,bhndk->bhnqk", qb, kw).float() * Dh**-0.5  # (B, H, nb, r, 3r)
+    # scores: b batch, h head, n block, q query in block, k key in strip, d head dim
+    scores = torch.einsum("bhnqd,bhnkd->bhnqk", qb, kw)  # (B, H, nb, r, 3r[+1])
     if rel_bias is not None:
-        bias = rel_bias.float()[:, (offsets.clamp(-r, r) + r)]  # (H, r, 3r); out-of-band entries masked below
-        scores = scores + bias[None, :, None]
-    scores = scores.masked_fill(~valid, -torch.finfo(scores.dtype).max)
-    probs = torch.softmax(scores, dim=-1) * valid  # fully masked rows: uniform * 0 = 0, not NaN
-    if dropout_p:
-        probs = F.dropout(probs, p=dropout_p, training=True)
-    out = torch.einsum("bhnqk,bhndk->bhnqd", probs.to(v.dtype), vw)  # (B, H, nb, r, Dh)
-    return out.reshape(B, H, Lp, Dh)[:, :, :L]  # (B, H, L, Dh)
+        bias = rel_bias[:, offsets.clamp(-r, r) + r]  # (H, r, 3r); out-of-band entries are masked below
+        if global_first:
+            bias = F.pad(bias, (0, 1))  # (H, r, 3r+1): no bias on the global column
+        scores = scores + bias[None, :, None].to(scores.dtype)
+    probs = _window_softmax(scores, keep[:, None], dropout_p)  # (B, H, nb, r, 3r[+1]) float32
+    out = torch.einsum("bhnqk,bhnkd->bhnqd", probs.to(v.dtype), vw)  # (B, H, nb, r, Dh)
+    out = _zero_empty_rows(out, keep[:, None])  # (B, H, nb, r, Dh)
+    out = out.reshape(B, H, nb * r, Dh)[:, :, :L]  # (B, H, L, Dh)
+    if global_first:  # the global query: token 0 over every real key
+        s0 = torch.einsum("bhd,bhld->bhl", qb[:, :, 0, 0], k)  # (B, H, L): query 0 x every key
+        p0 = _window_softmax(s0, valid[:, None, :], dropout_p)  # (B, H, L)
+        out0 = torch.einsum("bhl,bhld->bhd", p0.to(v.dtype), v)  # (B, H, Dh)
+        out0 = _zero_empty_rows(out0, valid[:, None, :])  # (B, H, Dh): a fully padded sample gives 0
+        out = torch.cat([out0[:, :, None], out[:, :, 1:]], dim=2)  # (B, H, L, Dh)
+    return out
+
+
+def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window_one_sided: int,
+                             key_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None,
+                             dropout_p: float = 0.0) -> torch.Tensor:
+    """:func:`banded_window_attention` without a global token (the enhanced SwarmFormer's call signature)."""
+    return banded_window_attention(q, k, v, key_mask, window_one_sided=window_one_sided, rel_bias=rel_bias,
+                                   dropout_p=dropout_p)
 
 
 def dense_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window_one_sided: int,
                            key_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None) -> torch.Tensor:
-    """The same function with a full (L, L) score matrix: the test oracle for :func:`sliding_window_attention`."""
+    """The banded function with a full (L, L) score matrix: the test oracle for :func:`sliding_window_attention`."""
     r = window_one_sided
     B, H, L, Dh = q.shape
     pos = torch.arange(L, device=q.device)
@@ -91,6 +159,8 @@ def dense_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     probs = torch.softmax(scores, dim=-1) * valid
     return probs.to(v.dtype) @ v  # (B, H, L, Dh)
 
+
+# ---- modules -----------------------------------------------------------------------------------------------
 
 class LocalWindowAttention(nn.Module):
     """Multi-head attention inside a sliding window of ``2 * window_one_sided + 1`` tokens, PAD keys masked.
@@ -123,9 +193,8 @@ class LocalWindowAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         q, k, v = self._split(x)
-        out = sliding_window_attention(q, k, v, window_one_sided=self.window_one_sided, key_mask=mask,
-                                       rel_bias=self.rel_bias,
-                                       dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
+        out = banded_window_attention(q, k, v, mask, window_one_sided=self.window_one_sided, rel_bias=self.rel_bias,
+                                      dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
 
     def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
