@@ -1,6 +1,6 @@
 """Multi-head local window attention over a 1-D sequence: one module for every windowed model.
 
-One banded kernel with a dense oracle for the tests (partitioned windows follow):
+Two window shapes, each a fast kernel with a dense oracle for the tests:
 
 * **banded** (sliding) windows, :func:`banded_window_attention`: query ``i`` sees the keys
   ``|i - j| <= window_one_sided`` (``2 * window_one_sided + 1`` in total), optionally plus a global first
@@ -9,8 +9,15 @@ One banded kernel with a dense oracle for the tests (partitioned windows follow)
   the enhanced SwarmFormer's local mixer (:class:`LocalWindowAttention`). The sequence is cut into blocks of
   ``r = window_one_sided`` queries; block ``n`` reads the ``3r`` keys of blocks ``n-1, n, n+1``, which cover
   its band (allenai/longformer ``sliding_chunks.py``). Memory ``O(B * H * L * 3r)``, not ``O(B * H * L^2)``.
+* **partitioned** (non-overlapping, Swin-style) windows, :func:`shifted_window_attention`: the sequence is
+  cut into windows of ``window`` tokens (total, not one-sided) and each token attends inside its own window.
+  A shifted block first rolls the sequence left by ``shift`` tokens (half a window), so the windows straddle
+  the previous block's boundaries; the last window then holds the sequence's end and its start, which the
+  mask of Swin Transformer (Liu et al., 2021) keeps apart (:func:`shifted_window_mask`). Used by HSW
+  (:class:`ShiftedWindowAttention`). Memory ``O(B * H * L * window)``.
+
 Conventions (shared by both kernels): queries are scaled by ``Dh ** -0.5`` before the product; scores are
-soft-maxed in float32 after masked entries are filled with ``-finfo(float32).max``; a query row with no key
+soft-maxed in float32 after ``-finfo(float32).max`` is added to the masked entries; a query row with no key
 it may attend comes out as zeros, never NaN. Masks are bool, True = keep. A relative-position bias holds one
 scalar per head and offset ``j - i`` (Swin); without one the window sees a bag of neighbours.
 """
@@ -160,6 +167,131 @@ def dense_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     return probs.to(v.dtype) @ v  # (B, H, L, Dh)
 
 
+# ---- partitioned (Swin-style) windows, plain or shifted ----------------------------------------------------
+
+def window_partition(x: torch.Tensor, window: int) -> torch.Tensor:
+    """(B, L, ...) -> (B, L / W, W, ...): consecutive, non-overlapping windows (a view; L % W == 0)."""
+    B, L = x.shape[:2]
+    if L % window:
+        raise ValueError(f"length {L} is not a multiple of the window {window}: pad it first")
+    return x.view(B, L // window, window, *x.shape[2:])
+
+
+def window_reverse(windows: torch.Tensor) -> torch.Tensor:
+    """(B, nW, W, ...) -> (B, nW * W, ...): the inverse of :func:`window_partition`."""
+    B, nW, W = windows.shape[:3]
+    return windows.reshape(B, nW * W, *windows.shape[3:])
+
+
+def shifted_window_mask(L: int, window: int, shift: int, device=None) -> torch.Tensor:
+    """(nW, W, W) bool, True = keep: Swin's attention mask for a sequence rolled left by ``shift``.
+
+    After ``roll(x, -shift)`` position ``p`` holds token ``(p + shift) mod L``. Swin labels three slices of
+    the rolled sequence, ``[0, L-W)``, ``[L-W, L-shift)`` and ``[L-shift, L)``, and lets two tokens of one
+    window attend only when their labels agree. Only the last window holds two labels: its first ``W-shift``
+    positions are the sequence's end, its last ``shift`` positions (rolled around) are the sequence's start.
+    """
+    label = torch.zeros(L, dtype=torch.long, device=device)
+    if shift:
+        label[L - window:L - shift] = 1
+        label[L - shift:] = 2
+    lw = label.view(L // window, window)  # (nW, W)
+    return lw[:, :, None] == lw[:, None, :]  # (nW, W, W): query x key
+
+
+def relative_position_index(window: int, device=None) -> torch.Tensor:
+    """(W, W) long: ``j - i + W - 1`` for query ``i`` and key ``j`` of a window, an index into a (2W - 1) table."""
+    pos = torch.arange(window, device=device)
+    return pos[None, :] - pos[:, None] + window - 1
+
+
+def partitioned_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                 key_mask: torch.Tensor | None = None, *, window: int,
+                                 attn_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None,
+                                 dropout_p: float = 0.0) -> torch.Tensor:
+    """Attention inside consecutive windows of ``window`` tokens (no roll: see :func:`shifted_window_attention`).
+
+    Args:
+        q, k, v: (B, H, L, Dh), L a multiple of ``window``.
+        key_mask: (B, L) bool, True = the key may be attended; None = all keys.
+        window: W, tokens per window (total).
+        attn_mask: (nW, W, W) bool, True = query may attend key (e.g. :func:`shifted_window_mask`); None = all.
+        rel_bias: (H, 2W - 1) added to the score of offset ``j - i`` (index ``j - i + W - 1``); None = no bias.
+        dropout_p: dropout on the attention weights (pass 0 in eval).
+    Returns:
+        (B, H, L, Dh); rows with no valid key are zeros.
+    """
+    B, H, L, Dh = q.shape
+    W = window
+    if L % W:
+        raise ValueError(f"length {L} is not a multiple of the window {W}: pad it first")
+    nW = L // W
+    qw = (q * Dh**-0.5).view(B, H, nW, W, Dh)  # (B, H, nW, W, Dh)
+    kw, vw = k.view(B, H, nW, W, Dh), v.view(B, H, nW, W, Dh)  # (B, H, nW, W, Dh)
+    # scores: b batch, h head, n window, q query in window, k key in window, d head dim
+    scores = torch.einsum("bhnqd,bhnkd->bhnqk", qw, kw)  # (B, H, nW, W, W)
+    if rel_bias is not None:
+        bias = rel_bias[:, relative_position_index(W, q.device)]  # (H, W, W)
+        scores = scores + bias[None, :, None].to(scores.dtype)
+    keep = None
+    if key_mask is not None:
+        keep = key_mask.view(B, 1, nW, 1, W)  # (B, 1, nW, 1, W)
+    if attn_mask is not None:
+        keep = attn_mask[None, None] if keep is None else keep & attn_mask[None, None]  # (B|1, 1, nW, W, W)
+    probs = _window_softmax(scores, keep, dropout_p)  # (B, H, nW, W, W) float32
+    out = torch.einsum("bhnqk,bhnkd->bhnqd", probs.to(v.dtype), vw)  # (B, H, nW, W, Dh)
+    out = _zero_empty_rows(out, keep)  # (B, H, nW, W, Dh)
+    return out.reshape(B, H, L, Dh)
+
+
+def shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
+                             *, window: int, shift: int = 0, rel_bias: torch.Tensor | None = None,
+                             dropout_p: float = 0.0) -> torch.Tensor:
+    """Swin's (shifted-)window attention in 1-D: roll left by ``shift``, attend per window with the wrap-around
+    masked, roll back. ``shift=0`` is plain window attention. Arguments as :func:`partitioned_window_attention`.
+
+    Equivalent to attention inside the blocks ``[0, shift), [shift, shift+W), [shift+W, shift+2W), ...`` of
+    the unrolled sequence (the oracle :func:`dense_shifted_window_attention` computes exactly that).
+    """
+    B, H, L, Dh = q.shape
+    if not 0 <= shift < window:
+        raise ValueError(f"shift must be in [0, window={window}), got {shift}")
+    if not shift:
+        return partitioned_window_attention(q, k, v, key_mask, window=window, rel_bias=rel_bias, dropout_p=dropout_p)
+    q, k, v = (torch.roll(t, -shift, dims=2) for t in (q, k, v))  # (B, H, L, Dh): position p holds token p + shift
+    if key_mask is not None:
+        key_mask = torch.roll(key_mask, -shift, dims=1)  # (B, L)
+    out = partitioned_window_attention(q, k, v, key_mask, window=window,
+                                       attn_mask=shifted_window_mask(L, window, shift, q.device),
+                                       rel_bias=rel_bias, dropout_p=dropout_p)
+    return torch.roll(out, shift, dims=2)  # (B, H, L, Dh)
+
+
+def window_block_ids(L: int, window: int, shift: int = 0, device=None) -> torch.Tensor:
+    """(L,) long: the block each position attends within, in unrolled coordinates: cuts at ``shift + k*W``."""
+    return (torch.arange(L, device=device) + (window - shift) % window) // window
+
+
+def dense_shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                   key_mask: torch.Tensor | None = None, *, window: int, shift: int = 0,
+                                   rel_bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The oracle for :func:`shifted_window_attention`: one (L, L) float64 softmax under the block mask
+    "i and j in the same block of :func:`window_block_ids`" (no roll, no wrap-around by construction)."""
+    B, H, L, Dh = q.shape
+    block = window_block_ids(L, window, shift, q.device)  # (L,)
+    allowed = (block[:, None] == block[None, :])[None, None]  # (1, 1, L, L)
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :]  # (B, 1, L, L)
+    scores = (q.double() @ k.double().transpose(-2, -1)) * Dh**-0.5  # (B, H, L, L)
+    if rel_bias is not None:
+        pos = torch.arange(L, device=q.device)
+        offsets = (pos[None, :] - pos[:, None]).clamp(-(window - 1), window - 1)  # (L, L); outside blocks: masked
+        scores = scores + rel_bias.double()[:, offsets + window - 1][None]  # (1, H, L, L)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row of -inf is NaN after softmax: zero it
+    return (probs @ v.double()).to(v.dtype)  # (B, H, L, Dh)
+
+
 # ---- modules -----------------------------------------------------------------------------------------------
 
 class LocalWindowAttention(nn.Module):
@@ -204,3 +336,66 @@ class LocalWindowAttention(nn.Module):
         out = dense_window_attention(q, k, v, window_one_sided=self.window_one_sided, key_mask=mask,
                                      rel_bias=self.rel_bias)
         return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
+
+
+class ShiftedWindowAttention(nn.Module):
+    """Swin's W-MSA / SW-MSA in 1-D: multi-head attention inside windows of ``window`` tokens, the sequence
+    rolled left by ``shift`` first (0 = plain windows), PAD keys and the wrap-around masked, a learned
+    relative-position bias per head (Swin's table of 2W - 1 offsets, truncated-normal init, std 0.02).
+
+    The roll is applied to ``x`` before the projections and undone after the output projection (both are
+    per-token, so they commute with it): two rolls of (B, L, D) instead of three of q, k, v and one of the output.
+
+    Args:
+        dim: model width D.
+        heads: H; head width Dh = D / H, scale Dh ** -0.5.
+        window: W tokens per window (total); the input length must be a multiple of it.
+        shift: tokens to roll by, in [0, W); Swin uses W // 2 in every other block.
+        attn_dropout: dropout on the attention weights.
+        proj_dropout: dropout on the output projection.
+    """
+
+    def __init__(self, dim: int, *, heads: int, window: int, shift: int = 0, attn_dropout: float = 0.0,
+                 proj_dropout: float = 0.0):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"width {dim} is not divisible by heads={heads}")
+        if not 0 <= shift < window:
+            raise ValueError(f"shift must be in [0, window={window}), got {shift}")
+        self.heads, self.window, self.shift, self.attn_dropout = heads, window, shift, attn_dropout
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_dropout)
+        self.rel_bias = nn.Parameter(nn.init.trunc_normal_(torch.zeros(heads, 2 * window - 1), std=0.02))
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, L, D = x.shape
+        qkv = self.qkv(x).view(B, L, 3, self.heads, D // self.heads)  # (B, L, 3, H, Dh)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, L, Dh) each
+        return q, k, v
+
+    def _out(self, out: torch.Tensor) -> torch.Tensor:
+        B, H, L, Dh = out.shape
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, L, H * Dh)))  # (B, L, D)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, L, D), L a multiple of the window; mask: (B, L) bool, True = real token. Returns (B, L, D)."""
+        B, L, _ = x.shape
+        s = self.shift
+        if s:
+            x = torch.roll(x, -s, dims=1)  # (B, L, D): position p holds token p + s
+            mask = None if mask is None else torch.roll(mask, -s, dims=1)
+        q, k, v = self._qkv(x)
+        out = partitioned_window_attention(
+            q, k, v, mask, window=self.window, rel_bias=self.rel_bias,
+            attn_mask=shifted_window_mask(L, self.window, s, x.device) if s else None,
+            dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
+        out = self._out(out)  # (B, L, D)
+        return torch.roll(out, s, dims=1) if s else out
+
+    def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
+        q, k, v = self._qkv(x)
+        out = dense_shifted_window_attention(q, k, v, mask, window=self.window, shift=self.shift,
+                                             rel_bias=self.rel_bias)
+        return self._out(out)
