@@ -7,6 +7,7 @@ from models.registry import add_tags, create_model, list_models, model_entry, re
 from models import swarmformer  # noqa: F401  (registers swarmformer_*)
 from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
 from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
+from models import hsw  # noqa: F401  (registers hsw, hsw_small)
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.
