@@ -21,18 +21,19 @@ rising linearly to 0.1; truncated-normal (0.02) init. Where this differs from th
   * padding is masked everywhere (their code attends to and pools over PAD): padded keys are masked in every
     window, padded tokens enter a merge as zeros, a merged token is real iff any of its 4 tokens is, and the
     pooling averages the real positions only. Appending PAD therefore leaves the logits unchanged (eval);
-  * any length works: each stage's input is padded (masked) to a multiple of the window (and of 4 before a
-    merge), always at the end, so a token's windows and merge groups do not depend on the padding. A stage
-    shorter than one window is padded to one window: its plain and shifted blocks then both attend over the
-    whole stage, which is what the authors' code computes there (it turns the shift off and shrinks the
-    window to the stage length; at L = 4096 that is stage 4, 64 tokens);
+  * any length works, padded at the end so that a token's windows and merge groups do not depend on how much
+    padding follows: the attention pads q, k, v to a multiple of the window (masked keys), a stage pads its
+    input to a multiple of 4 before a merge (masked), and nothing else is padded, so the linear layers never
+    run on padding of HSW's own making. A stage of at most W/2 tokens attends over the whole stage in its plain
+    and its shifted blocks, which is what the authors' code computes there (it shrinks the window to the stage
+    and turns the shift off; at L = 4096 that is stage 4, 64 tokens); between W/2 and W tokens the shifted block
+    still cuts at W/2 where theirs would not shift;
   * the window is the same W at every stage (the authors' too); the paper's text says 64, their code 128.
 
 A stage of depth 1 has only a plain block (no shifted one): ``hsw_small`` (depths 1/1/2/1) shifts in stage 3 only.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 import torch
@@ -103,12 +104,12 @@ class HSWConfig:
         return [self.d_model * 2**s for s in range(self.num_stages)]
 
     def stage_multiple(self, stage: int) -> int:
-        """Each stage's input is padded to a multiple of this: the window, and of MERGE when a merge follows."""
-        last = stage == self.num_stages - 1
-        return self.window if last else self.window * MERGE // math.gcd(self.window, MERGE)
+        """Each stage's input is padded to a multiple of this: MERGE when a merge follows, else 1 (the attention
+        pads to whole windows by itself)."""
+        return 1 if stage == self.num_stages - 1 else MERGE
 
     def stage_lengths(self, length: int | None = None) -> list[int]:
-        """Padded token count of each stage for an input of ``length`` tokens (default seq_len)."""
+        """Token count of each stage (padding included) for an input of ``length`` tokens (default seq_len)."""
         n = self.seq_len if length is None else length
         out = []
         for s in range(self.num_stages):
@@ -191,7 +192,7 @@ class HSWStage(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, L, _ = x.shape
         pad = (-L) % self.multiple
-        if pad:  # masked padding at the end: windows and merge groups of the real tokens stay where they are
+        if pad:  # masked padding at the end for the merge: merge groups of the real tokens stay where they are
             x = F.pad(x, (0, 0, 0, pad))  # (B, L + pad, C)
             mask = torch.ones(B, L, dtype=torch.bool, device=x.device) if mask is None else mask
             mask = F.pad(mask, (0, pad), value=False)  # (B, L + pad)

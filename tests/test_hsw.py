@@ -103,4 +103,5 @@ def test_unknown_option_names_the_valid_ones():
 def test_lists_from_params_yaml_become_tuples():
     cfg = HSWConfig(depths=[1, 1], heads=[2, 4], seq_len=64)
     assert cfg.depths == (1, 1) and cfg.heads == (2, 4)
-    assert cfg.stage_lengths(100) == [128, 128]  # stage 1 padded to a window, stage 2 (32 tokens) to a window
+    assert cfg.stage_lengths(100) == [100, 25]  # only padded to whole merge groups (the attention pads itself)
+    assert HSWConfig(depths=[1, 1, 1], heads=[1, 1, 1], seq_len=64).stage_lengths(1001) == [1004, 252, 63]

@@ -43,7 +43,7 @@ def test_block_ids_and_mask_are_the_documented_ones():
     assert shifted_window_mask(8, 4, 0).all()
 
 
-@pytest.mark.parametrize("L,W", [(8, 8), (24, 8), (32, 4), (30, 6)])
+@pytest.mark.parametrize("L,W", [(8, 8), (24, 8), (32, 4), (30, 6), (13, 8), (3, 8)])  # the last two padded inside
 @pytest.mark.parametrize("shifted", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
 def test_shifted_window_attention_equals_dense_block_mask(L, W, shifted, masked):
@@ -103,8 +103,8 @@ def test_window_partition_and_reverse_round_trip():
 def test_module_matches_its_dense_path_and_every_parameter_learns(shift):
     torch.manual_seed(0)
     attn = ShiftedWindowAttention(12, heads=3, window=8, shift=shift).eval()
-    x = torch.randn(2, 24, 12)
-    mask = torch.arange(24)[None, :] < torch.tensor([24, 13])[:, None]  # (B, L): sample 1 padded
+    x = torch.randn(2, 21, 12)  # not a multiple of the window: the attention pads inside
+    mask = torch.arange(21)[None, :] < torch.tensor([21, 13])[:, None]  # (B, L): sample 1 padded
     torch.testing.assert_close(attn(x, mask), attn.forward_dense(x, mask), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(attn(x), attn.forward_dense(x), atol=1e-5, rtol=1e-5)
     attn(x, mask).sum().backward()

@@ -212,7 +212,7 @@ def partitioned_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     """Attention inside consecutive windows of ``window`` tokens (no roll: see :func:`shifted_window_attention`).
 
     Args:
-        q, k, v: (B, H, L, Dh), L a multiple of ``window``.
+        q, k, v: (B, H, L, Dh), L a multiple of ``window`` (:func:`shifted_window_attention` pads any L).
         key_mask: (B, L) bool, True = the key may be attended; None = all keys.
         window: W, tokens per window (total).
         attn_mask: (nW, W, W) bool, True = query may attend key (e.g. :func:`shifted_window_mask`); None = all.
@@ -247,24 +247,32 @@ def partitioned_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 def shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
                              *, window: int, shift: int = 0, rel_bias: torch.Tensor | None = None,
                              dropout_p: float = 0.0) -> torch.Tensor:
-    """Swin's (shifted-)window attention in 1-D: roll left by ``shift``, attend per window with the wrap-around
-    masked, roll back. ``shift=0`` is plain window attention. Arguments as :func:`partitioned_window_attention`.
+    """Swin's (shifted-)window attention in 1-D, any length: pad the end to a multiple of ``window`` (padded keys
+    masked), roll left by ``shift``, attend per window with the wrap-around masked, roll back, cut the padding.
+    ``shift=0`` is plain window attention. Arguments as :func:`partitioned_window_attention`, L unrestricted.
 
-    Equivalent to attention inside the blocks ``[0, shift), [shift, shift+W), [shift+W, shift+2W), ...`` of
-    the unrolled sequence (the oracle :func:`dense_shifted_window_attention` computes exactly that).
+    Equivalent to attention inside the blocks ``[0, shift), [shift, shift+W), [shift+W, shift+2W), ...`` of the
+    sequence (the oracle :func:`dense_shifted_window_attention` computes exactly that); appending more padding
+    changes no block of the real tokens.
     """
     B, H, L, Dh = q.shape
     if not 0 <= shift < window:
         raise ValueError(f"shift must be in [0, window={window}), got {shift}")
-    if not shift:
-        return partitioned_window_attention(q, k, v, key_mask, window=window, rel_bias=rel_bias, dropout_p=dropout_p)
-    q, k, v = (torch.roll(t, -shift, dims=2) for t in (q, k, v))  # (B, H, L, Dh): position p holds token p + shift
-    if key_mask is not None:
-        key_mask = torch.roll(key_mask, -shift, dims=1)  # (B, L)
-    out = partitioned_window_attention(q, k, v, key_mask, window=window,
-                                       attn_mask=shifted_window_mask(L, window, shift, q.device),
-                                       rel_bias=rel_bias, dropout_p=dropout_p)
-    return torch.roll(out, shift, dims=2)  # (B, H, L, Dh)
+    pad = (-L) % window
+    if pad:
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, H, Lp, Dh)
+        key_mask = torch.ones(B, L, dtype=torch.bool, device=q.device) if key_mask is None else key_mask
+        key_mask = F.pad(key_mask, (0, pad), value=False)  # (B, Lp)
+    attn_mask = None
+    if shift:
+        q, k, v = (torch.roll(t, -shift, dims=2) for t in (q, k, v))  # (B, H, Lp, Dh): position p holds token p + shift
+        key_mask = None if key_mask is None else torch.roll(key_mask, -shift, dims=1)  # (B, Lp)
+        attn_mask = shifted_window_mask(L + pad, window, shift, q.device)  # (nW, W, W)
+    out = partitioned_window_attention(q, k, v, key_mask, window=window, attn_mask=attn_mask, rel_bias=rel_bias,
+                                       dropout_p=dropout_p)  # (B, H, Lp, Dh)
+    if shift:
+        out = torch.roll(out, shift, dims=2)
+    return out[:, :, :L] if pad else out  # (B, H, L, Dh)
 
 
 def window_block_ids(L: int, window: int, shift: int = 0, device=None) -> torch.Tensor:
@@ -343,13 +351,13 @@ class ShiftedWindowAttention(nn.Module):
     rolled left by ``shift`` first (0 = plain windows), PAD keys and the wrap-around masked, a learned
     relative-position bias per head (Swin's table of 2W - 1 offsets, truncated-normal init, std 0.02).
 
-    The roll is applied to ``x`` before the projections and undone after the output projection (both are
-    per-token, so they commute with it): two rolls of (B, L, D) instead of three of q, k, v and one of the output.
+    Any length works: the projections run on the L tokens only; the attention pads q, k, v to a multiple of the
+    window (masked) and cuts the padding off again (:func:`shifted_window_attention`).
 
     Args:
         dim: model width D.
         heads: H; head width Dh = D / H, scale Dh ** -0.5.
-        window: W tokens per window (total); the input length must be a multiple of it.
+        window: W tokens per window (total).
         shift: tokens to roll by, in [0, W); Swin uses W // 2 in every other block.
         attn_dropout: dropout on the attention weights.
         proj_dropout: dropout on the output projection.
@@ -379,19 +387,11 @@ class ShiftedWindowAttention(nn.Module):
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, L, H * Dh)))  # (B, L, D)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (B, L, D), L a multiple of the window; mask: (B, L) bool, True = real token. Returns (B, L, D)."""
-        B, L, _ = x.shape
-        s = self.shift
-        if s:
-            x = torch.roll(x, -s, dims=1)  # (B, L, D): position p holds token p + s
-            mask = None if mask is None else torch.roll(mask, -s, dims=1)
+        """x: (B, L, D); mask: (B, L) bool, True = real token. Returns (B, L, D)."""
         q, k, v = self._qkv(x)
-        out = partitioned_window_attention(
-            q, k, v, mask, window=self.window, rel_bias=self.rel_bias,
-            attn_mask=shifted_window_mask(L, self.window, s, x.device) if s else None,
-            dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
-        out = self._out(out)  # (B, L, D)
-        return torch.roll(out, s, dims=1) if s else out
+        out = shifted_window_attention(q, k, v, mask, window=self.window, shift=self.shift, rel_bias=self.rel_bias,
+                                       dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
+        return self._out(out)
 
     def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
