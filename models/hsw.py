@@ -23,8 +23,8 @@ rising linearly to 0.1; truncated-normal (0.02) init. Where this differs from th
     pooling averages the real positions only. Appending PAD therefore leaves the logits unchanged (eval);
   * any length works, padded at the end so that a token's windows and merge groups do not depend on how much
     padding follows: the attention pads q, k, v to a multiple of the window (masked keys), a stage pads its
-    input to a multiple of 4 before a merge (masked), and nothing else is padded, so the linear layers never
-    run on padding of HSW's own making. A stage of at most W/2 tokens attends over the whole stage in its plain
+    input to a multiple of 4 before a merge (masked), and nothing else is padded, so the linear layers run on
+    at most 3 tokens per stage of HSW's own padding. A stage of at most W/2 tokens attends over the whole stage in its plain
     and its shifted blocks, which is what the authors' code computes there (it shrinks the window to the stage
     and turns the shift off; at L = 4096 that is stage 4, 64 tokens); between W/2 and W tokens the shifted block
     still cuts at W/2 where theirs would not shift;
