@@ -13,6 +13,7 @@ from models import linear_transformer, longformer, sparse_transformer, transform
 from models import set_linear, set_lstm, set_transformer  # noqa: F401  (kind="set" baselines of seed 003)
 from models import swarm  # noqa: F401  (registers the SWARM set model, kind="set")
 from models import swarm_transformer  # noqa: F401  (registers swarm_transformer*, kind="image")
+from models import hsw  # noqa: F401  (registers hsw, hsw_small)
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.

@@ -20,7 +20,10 @@ TEXT_MODELS = models.list_models(kind="text")
 # multiples of every size that must divide them (cluster_size 4, window 4, block 8).
 TINY = dict(vocab_size=100, num_classes=3, d_model=16, seq_len=32, num_layers=1, num_heads=2, t_local=1,
             cluster_size=4, window_one_sided=4, block=8, summary=2)
-TINY_EXTRA: dict[str, dict] = {}  # name -> extra or replacing overrides, for constraints TINY does not meet
+TINY_EXTRA: dict[str, dict] = {  # name -> extra or replacing overrides, for constraints TINY does not meet
+    # HSW has per-stage depths and heads and a window of W tokens: 2 stages of 2 blocks (plain + shifted)
+    **{name: dict(depths=(2, 2), heads=(2, 2), window=8, embed_dim=16) for name in ("hsw", "hsw_small")},
+}
 PAD = 0
 
 

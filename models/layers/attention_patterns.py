@@ -17,14 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers.attention import masked_sdpa
-
-_NEG = -torch.finfo(torch.float32).max  # fill for masked scores; softmax runs in float32
-
-
-def _masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """float32 softmax over the last dim where ``allowed``; rows with nothing allowed become all zeros."""
-    scores = scores.float().masked_fill(~allowed, _NEG)
-    return torch.softmax(scores, dim=-1) * allowed.any(dim=-1, keepdim=True)
+from models.layers.window_attention import banded_window_attention, masked_softmax
 
 
 def full_attention(q, k, v, key_mask=None, *, dropout_p: float = 0.0, training: bool = False, impl: str = "sdpa"):
@@ -39,7 +32,7 @@ def full_attention(q, k, v, key_mask=None, *, dropout_p: float = 0.0, training: 
         if key_mask is None:  # at peak: the scores and their softmax, 2 * B*H*L^2 floats
             probs = torch.softmax(scores.float(), dim=-1)
         else:
-            probs = _masked_softmax(scores, key_mask[:, None, None, :].expand(-1, 1, L, L))
+            probs = masked_softmax(scores, key_mask[:, None, None, :].expand(-1, 1, L, L))
         probs = F.dropout(probs, dropout_p, training)
         return torch.einsum("bhqk,bhkd->bhqd", probs.to(v.dtype), v)  # (B, H, L, Dh)
     if impl != "sdpa":
@@ -53,47 +46,11 @@ def sliding_chunks_attention(q, k, v, key_mask=None, *, window_one_sided: int, g
     """Longformer attention (Beltagy et al., 2020): query i sees keys i-w..i+w (w = ``window_one_sided``,
     2w+1 keys); with ``global_first`` the first token attends to every key and every query attends to it.
 
-    Memory O(L * w): the sequence is padded to a multiple of w and cut into chunks of W = w queries;
-    chunk c looks at the 3W keys of chunks c-1, c, c+1 and a band mask keeps |i - j| <= w. The first
-    key is excluded from the band and enters every query once through an extra "global" column.
+    The kernel is :func:`models.layers.window_attention.banded_window_attention` (chunks of w queries
+    against the 3w keys around them, memory O(L * w)), shared with the enhanced SwarmFormer and HSW's module.
     """
-    B, H, L, Dh = q.shape
-    w = window_one_sided
-    n = math.ceil(L / w)  # chunks
-    pad = n * w - L
-    q = q * Dh**-0.5
-    valid = key_mask if key_mask is not None else torch.ones(B, L, dtype=torch.bool, device=q.device)  # (B, L)
-
-    qc = F.pad(q, (0, 0, 0, pad)).view(B, H, n, w, Dh)  # (B, H, n, W, Dh): chunk c holds queries cW..cW+W-1
-    kwin = F.pad(k, (0, 0, w, pad + w)).unfold(2, 3 * w, w)  # (B, H, n, Dh, 3W): keys (c-1)W..(c+2)W-1
-    vwin = F.pad(v, (0, 0, w, pad + w)).unfold(2, 3 * w, w)  # (B, H, n, Dh, 3W)
-    valid_local = F.pad(valid, (w, pad + w), value=False)  # (B, Lp + 2W): padded positions never attended
-    if global_first:
-        valid_local = valid_local.clone()
-        valid_local[:, w] = False  # key 0 is reached through the global column instead
-    kvalid = valid_local.unfold(1, 3 * w, w)  # (B, n, 3W)
-    a = torch.arange(w, device=q.device)[:, None]  # query offset in its chunk
-    b = torch.arange(3 * w, device=q.device)[None, :]  # key offset in the 3-chunk window
-    band = (b - w - a).abs() <= w  # (W, 3W): key j = (c-1)W + b, query i = cW + a, so j - i = b - W - a
-    allowed = band & kvalid[:, None, :, None, :]  # (B, 1, n, W, 3W)
-
-    scores = torch.einsum("bhcqd,bhcdk->bhcqk", qc, kwin)  # (B, H, n, W, 3W): chunk x query x window key
-    if global_first:
-        g = torch.einsum("bhcqd,bhd->bhcq", qc, k[:, :, 0])[..., None]  # (B, H, n, W, 1): every query x key 0
-        scores = torch.cat([scores, g], dim=-1)  # (B, H, n, W, 3W + 1)
-        g_ok = valid[:, 0].view(B, 1, 1, 1, 1).expand(B, 1, n, w, 1)
-        allowed = torch.cat([allowed.expand(B, 1, n, w, 3 * w), g_ok], dim=-1)  # (B, 1, n, W, 3W + 1)
-    probs = F.dropout(_masked_softmax(scores, allowed), dropout_p, training).to(v.dtype)
-    out = torch.einsum("bhcqk,bhcdk->bhcqd", probs[..., : 3 * w], vwin)  # (B, H, n, W, Dh)
-    if global_first:
-        out = out + probs[..., 3 * w:] * v[:, :, 0].view(B, H, 1, 1, Dh)
-    out = out.reshape(B, H, n * w, Dh)[:, :, :L]  # (B, H, L, Dh)
-    if global_first:  # the global query: token 0 over every real key
-        s0 = torch.einsum("bhd,bhld->bhl", q[:, :, 0], k)  # (B, H, L)
-        p0 = F.dropout(_masked_softmax(s0, valid[:, None, :]), dropout_p, training).to(v.dtype)
-        out0 = torch.einsum("bhl,bhld->bhd", p0, v)  # (B, H, Dh)
-        out = torch.cat([out0[:, :, None], out[:, :, 1:]], dim=2)  # (B, H, L, Dh)
-    return out
+    return banded_window_attention(q, k, v, key_mask, window_one_sided=window_one_sided, global_first=global_first,
+                                   dropout_p=dropout_p if training else 0.0)
 
 
 def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, dropout_p: float = 0.0,
@@ -132,7 +89,7 @@ def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, 
         local_ok = valid_b[:, None, s:e, None, :].expand(B, 1, e - s, 1, S)  # (B, 1, n', 1, S)
         other = s_block[None, :] != torch.arange(s, e, device=q.device)[:, None]  # (n', M): not own block
         summ_ok = s_valid[:, None, None, None, :] & other[None, None, :, None, :]  # (B, 1, n', 1, M)
-        probs = _masked_softmax(torch.cat([local, summ], dim=-1), torch.cat([local_ok, summ_ok], dim=-1))
+        probs = masked_softmax(torch.cat([local, summ], dim=-1), torch.cat([local_ok, summ_ok], dim=-1))
         probs = F.dropout(probs, dropout_p, training).to(v.dtype)  # (B, H, n', S, S + M)
         out[:, :, s:e] = (torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
                           + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs))
