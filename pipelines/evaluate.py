@@ -93,11 +93,11 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
 
 def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT, report_root: Path = REPORTS_DIR,
                  tracking: bool = True) -> dict:
-    ckpt = train_dir(task.name, name, train_root) / BEST
+    ckpt = train_dir(task.key, name, train_root) / BEST
     if not ckpt.is_file():
-        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.name} first (dvc repro train@{task.name})")
-    cfg = train_config(params, task.name)
-    model = build_model(name, task, model_overrides(params, task.name))
+        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
+    cfg = train_config(params, task.key)
+    model = build_model(name, task, model_overrides(params, task.key))
     model.load_state_dict(load_checkpoint(ckpt))
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
@@ -110,19 +110,19 @@ def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT
     result = {**{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
               "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit()}
-    plots = task.report(meter, report_dir("evaluate", task.name, report_root) / "plots", title=name, name=name)
+    plots = task.report(meter, report_dir("evaluate", task.key, report_root) / "plots", title=name, name=name)
     if tracking:
-        run_file = train_dir(task.name, name, train_root) / "run.json"
+        run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-        tracker = make_tracker(True, task.name, run_name(name, params["seed"]), run_id=run_id,
-                               tags={"profile": params["profile"], "model": name, "stage": "evaluate", "task": task.name})
+        tracker = make_tracker(True, task.key, run_name(name, params["seed"]), run_id=run_id,
+                               tags={"profile": params["profile"], "model": name, "stage": "evaluate", "task": task.key})
         tracker.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
         tracker.set_tags({"git_commit": result["git_commit"], "num_params": result["num_params"], "device": str(device)})
         for plot in plots:
             tracker.log_artifact(plot)
         tracker.finish()
     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k in (task.monitor, "loss", "f1"))
-    print(f"evaluate {task.name}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
+    print(f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
           f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
           flush=True)
     return result

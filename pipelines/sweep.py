@@ -156,7 +156,7 @@ def model_names(requested: list[str], task) -> list[str]:
         except KeyError as exc:
             raise SwarmlabError(f"{exc.args[0]} (--models / sweep.models)") from None
         if entry.kind != task.model_kind:
-            raise SwarmlabError(f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
+            raise SwarmlabError(f"model {name!r} takes {entry.kind!r} inputs but task {task.key!r} ({task.name}) needs "
                                 f"{task.model_kind!r} models: {', '.join(fitting)}")
         if name not in names:
             names.append(name)
@@ -198,11 +198,11 @@ def model_space(name: str, task, params: dict) -> ResolvedSpace:
     from pipelines.common.runs import build_model, model_overrides
 
     model = build_model(name, task, {})
-    base_train = trial_train_config(params, task.name)
-    return resolve_space(params["sweep"]["spaces"], task.name, name, model_cfg=model.cfg,
+    base_train = trial_train_config(params, task.key)
+    return resolve_space(params["sweep"]["spaces"], task.key, name, model_cfg=model.cfg,
                          train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
                          check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
-                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.name))
+                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.key))
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -258,26 +258,26 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, ray_dir:
 
     cfg = params["sweep"]
     metric = objective(task.monitor)
-    label = f"{task.name}/{name}"
-    experiment = f"{task.name}-sweep"
+    label = f"{task.key}/{name}"
+    experiment = f"{task.key}-sweep"
     uri = absolute_tracking_uri() if tracking else None
     entry = state["models"].setdefault(name, {})
     settings = {k: cfg[k] for k in SETTINGS} | ({"num_samples": num_samples} if num_samples else {})
     if tracking:  # the driver creates the experiment (artifact location beside the store) before any trial
         parent = MlflowTracker(experiment, f"sweep-{name}", run_id=entry.get("parent_run_id"), uri=uri,
-                               tags={"stage": "sweep", "model": name, "task": task.name, "sweep_id": state["sweep_id"],
+                               tags={"stage": "sweep", "model": name, "task": task.key, "sweep_id": state["sweep_id"],
                                      "profile": str(params["profile"]), "git_commit": git_commit()})
         if not entry.get("parent_run_id"):
             parent.log_params({"sweep": settings, "space": space.describe(), "space_source": space.source,
-                               "task": {"name": task.name, **dataclasses.asdict(task.options)}})
+                               "task": {"name": task.name, "key": task.key, **dataclasses.asdict(task.options)}})
     else:
         parent = NullTracker()
     entry["parent_run_id"] = parent.run_id
     atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
-    train = trial_train_config(params, task.name)
+    train = trial_train_config(params, task.key)
     max_t = max_evaluations(train)
-    ctx = TrialContext(task=task.name, options=dataclasses.asdict(task.options), root=str(task.root), model=name,
+    ctx = TrialContext(task=task.name, key=task.key, options=dataclasses.asdict(task.options), root=str(task.root), model=name,
                        space=space, train=train,
                        monitor=task.monitor, mode=task.mode, cpus_per_trial=cfg["cpus_per_trial"],
                        sweep_id=state["sweep_id"], tracking_uri=uri, experiment=experiment, parent_run_id=parent.run_id,
@@ -335,7 +335,7 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, ray_dir:
     if unfinished:
         parent.finish("KILLED")
         raise SwarmlabError(f"the sweep of {name} was interrupted with {len(unfinished)} trial(s) unfinished: continue it "
-                            f"with `python -m pipelines.sweep --task {task.name} --resume`")
+                            f"with `python -m pipelines.sweep --task {task.key} --resume`")
 
     rows = []
     for result in grid:
@@ -397,7 +397,7 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
                            "checkpoint": b["checkpoint"], "trials": len(res["rows"]),
                            "trials_failed": sum(r["status"] == "error" for r in res["rows"])}
     model_rows = _rank([{"model": n, **v} for n, v in per_model.items()], metric, task.mode)
-    best_params = {"task": task.name, "profile": params["profile"], "sweep_id": state["sweep_id"], "metric": metric,
+    best_params = {"task": task.key, "profile": params["profile"], "sweep_id": state["sweep_id"], "metric": metric,
                    "mode": task.mode, "best_model": model_rows[0]["model"], "models": per_model}
     trial_rows = _rank([dict(r) for res in results.values() for r in res["rows"]], metric, task.mode)
     for r in trial_rows:
@@ -407,7 +407,7 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
 
     model_cols = ["rank", "model", metric, "best_step", "best_epoch", "trials", "trials_failed", "params"]
     trial_cols = ["rank", "model", "trial", "status", metric, "best_step", "best_epoch", "evaluations", "params"]
-    md = (f"# Sweep of {task.name} ({params['profile']} profile, sweep {state['sweep_id']})\n\n"
+    md = (f"# Sweep of {task.key} ({params['profile']} profile, sweep {state['sweep_id']})\n\n"
           f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
           + format_table(model_rows, model_cols, markdown=True) + "\n## Trials\n\n"
           + format_table(trial_rows, trial_cols, markdown=True))
@@ -445,17 +445,17 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
     names = model_names(models or cfg["models"], task)
     task.model_kwargs()  # the data's facts (a missing data folder is the first error)
     spaces = {name: model_space(name, task, params) for name in names}
-    max_evaluations(trial_train_config(params, task.name))
+    max_evaluations(trial_train_config(params, task.key))
 
-    out_dir = Path(out_root).resolve() / task.name
+    out_dir = Path(out_root).resolve() / task.key
     ray_dir = out_dir / "ray"
     state_path = out_dir / STATE_FILE
     if resume:
         if not state_path.is_file():
-            raise SwarmlabError(f"--resume: no sweep of {task.name} to continue in {out_dir}; run without --resume")
+            raise SwarmlabError(f"--resume: no sweep of {task.key} to continue in {out_dir}; run without --resume")
         state = json.loads(state_path.read_text())
     else:
-        state = {"sweep_id": f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", "models": {}}
+        state = {"sweep_id": f"{task.key}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", "models": {}}
     lines = (not progress_enabled()) if lines is None else lines
 
     import ray
@@ -469,12 +469,12 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
                                      state=state, resources=resources, resume=resume, tracking=tracking, lines=lines,
                                      callbacks=callbacks, num_samples=num_samples)
                    for name in names}
-        print(f"sweep of {task.name}: {sum(len(r['rows']) for r in results.values())} trials of {len(names)} model(s) "
+        print(f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(names)} model(s) "
               f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})", flush=True)
     finally:
         if started:
             ray.shutdown()
-    return write_reports(Path(report_root).resolve() / task.name, task=task, params=params, state=state, results=results)
+    return write_reports(Path(report_root).resolve() / task.key, task=task, params=params, state=state, results=results)
 
 
 @cli

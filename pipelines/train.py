@@ -32,28 +32,28 @@ REPORT_ROOT = REPORTS_DIR
 
 def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
               resume: bool = False, tracking: bool = True) -> dict:
-    cfg = train_config(params, task.name)
+    cfg = train_config(params, task.key)
     set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
-    model = build_model(name, task, model_overrides(params, task.name))
+    model = build_model(name, task, model_overrides(params, task.key))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
-    out_dir = train_dir(task.name, name, out_root)
+    out_dir = train_dir(task.key, name, out_root)
     if out_dir.exists() and not resume:
         shutil.rmtree(out_dir)  # a fresh run starts clean; --resume continues from last.pt
     out_dir.mkdir(parents=True, exist_ok=True)
 
     run_file = out_dir / "run.json"
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
-    tracker = make_tracker(tracking, task.name, run_name(name, params["seed"]), run_id=previous.get("run_id"),
+    tracker = make_tracker(tracking, task.key, run_name(name, params["seed"]), run_id=previous.get("run_id"),
                            tags={"profile": params["profile"], "git_commit": git_commit(), "model": name, "stage": "train",
-                                 "task": task.name})
-    run_file.write_text(json.dumps({"run_id": tracker.run_id, "model": name, "task": task.name, "seed": params["seed"]}) + "\n")
+                                 "task": task.key})
+    run_file.write_text(json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key, "seed": params["seed"]}) + "\n")
     data = task.describe_data(train_ds, val_ds)
     if not previous:
         tracker.log_params({"model": {"name": name, **asdict(model.cfg)}, "profile": params["profile"],
-                            "task": {"name": task.name, **asdict(task.options)}, "data": data})
+                            "task": {"name": task.name, "key": task.key, **asdict(task.options)}, "data": data})
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
-    print(f"train {task.name}/{name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
+    print(f"train {task.key}/{name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
           f"profile {params['profile']}", flush=True)
     try:
         result = fit(model, task, train_ds, val_ds, cfg, out_dir, resume=resume, tracker=tracker, desc=f"[{name}] ")
@@ -61,7 +61,7 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
         tracker.finish("FAILED")
         raise
 
-    reports = report_dir("train", task.name, report_root)
+    reports = report_dir("train", task.key, report_root)
     (reports / "history").mkdir(parents=True, exist_ok=True)
     shutil.copy(out_dir / "history.csv", reports / "history" / f"{name}.csv")
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
@@ -82,7 +82,7 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
         from swarmlab.plots import training_curve
 
         with tempfile.TemporaryDirectory() as tmp:
-            curve = training_curve(result.history, Path(tmp) / "training_curve.png", f"{task.name}: {run_name(name, params['seed'])}",
+            curve = training_curve(result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run_name(name, params['seed'])}",
                                    task.monitor)
             shutil.copy(curve, out_dir / "training_curve.png")
             resolved = Path(tmp) / "params_resolved.yaml"

@@ -193,10 +193,12 @@ class Task(abc.ABC):
     item_name: ClassVar[str] = "samples"  # what one row is, in messages: "reviews", "tasks", "images"
     Options: ClassVar[type] = NoOptions  # the task's settings: params.yaml `tasks.<name>.options`
 
-    def __init__(self, options: dict | Any | None = None, *, root: str | Path | None = None):
-        """``options`` are checked against ``Options``; relative data paths in them resolve against ``root``."""
-        self.options = parse_options(self.Options, options, f"tasks.{self.name}.options")
+    def __init__(self, options: dict | Any | None = None, *, root: str | Path | None = None, where: str | None = None):
+        """``options`` are checked against ``Options`` (errors name ``where``, default ``tasks.<name>.options``);
+        relative data paths in them resolve against ``root``."""
+        self.options = parse_options(self.Options, options, where or f"tasks.{self.name}.options")
         self.root = Path(root) if root is not None else Path.cwd()
+        self.key = self.name  # the params section this instance runs as (pipelines.common.runs.make_task sets it)
 
     def path(self, value: str | Path) -> Path:
         """A path option resolved against the task's root (the work folder of the stages)."""
@@ -204,6 +206,14 @@ class Task(abc.ABC):
         return p if p.is_absolute() else self.root / p
 
     # data ------------------------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        """The task's data folder: its ``data_dir`` option resolved against the work folder."""
+        value = getattr(self.options, "data_dir", None)
+        if value is None:
+            raise SwarmlabError(f"task {self.name!r} keeps no data folder (its options have no data_dir)")
+        return self.path(value)
+
     @abc.abstractmethod
     def model_kwargs(self) -> dict:
         """Keyword arguments ``models.create_model`` needs from the data (read once, no tensors)."""
@@ -219,6 +229,14 @@ class Task(abc.ABC):
     def max_seq_len(self) -> int | None:
         """The longest ``seq_len`` the data can feed a model (a sweep refuses longer ones); None = any."""
         return None
+
+    def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
+        """Write the task's data into ``out_dir`` (the generic ``data@<task>`` stage, ``pipelines/data.py``,
+        hands over an empty temporary folder and swaps it in on success); returns a summary for the stage's
+        metrics. ``datasets`` is the shared datasets folder, ``seed`` the run's seed. Tasks whose data comes
+        from stages of their own (IMDB: prepare, augment, tokenize) do not implement it."""
+        raise NotImplementedError(f"task {self.name!r} has no data stage of the generic kind: its data comes from "
+                                  f"stages of its own")
 
     def describe_data(self, train, val) -> dict:
         """Facts about the data worth logging with a run (sizes, lengths)."""

@@ -38,10 +38,6 @@ class TextClassificationTask(Task):
     positive_class: ClassVar[int] = 1
     class_names: ClassVar[tuple[str, ...]] = ()
 
-    @property
-    def data_dir(self) -> Path:
-        return self.path(self.options.data_dir)
-
     @functools.cached_property
     def meta(self) -> dict:
         path = self.data_dir / "meta.json"

@@ -10,6 +10,8 @@ params.yaml holds one section per task::
         model_overrides: {}           # config fields for every model of the task (a model lacking one is an error)
         train: {}                     # engine settings that differ from the `train` section for this task
         options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
+      mnist:
+        task: image_generation        # a section may run a registered task of another name
 """
 from __future__ import annotations
 
@@ -40,13 +42,23 @@ def task_section(params: dict, task_name: str) -> dict:
     return sections[task_name]
 
 
-def make_task(params: dict, task_name: str, *, options: dict | None = None, root: Path = WORK_ROOT):
-    """The registered task ``task_name`` with ``tasks.<task_name>.options`` (``options`` replace keys of it)."""
+def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
+    """The task of section ``tasks.<key>`` with its options (``options`` replace keys of them).
+
+    A section runs the registered task of its own name, or the one its ``task:`` names, so that one task can
+    run on several datasets (``mnist`` and ``fashion_mnist`` both run ``image_generation``). ``task.key`` is the
+    section's name: it names the stage (train@<key>), the folders and the MLflow experiment.
+    """
     from tasks import get_task, task_class
 
-    task_class(task_name)  # an unknown task name first, with the nearest registered names
-    section = task_section(params, task_name)
-    return get_task(task_name, {**(section.get("options") or {}), **(options or {})}, root=root)
+    sections = params.get("tasks") or {}
+    registered = (sections.get(key) or {}).get("task") or key
+    task_class(registered)  # an unknown task name first, with the nearest registered names
+    section = task_section(params, key)
+    task = get_task(registered, {**(section.get("options") or {}), **(options or {})}, root=root,
+                    where=f"tasks.{key}.options")
+    task.key = key
+    return task
 
 
 def model_names(params: dict, task_name: str) -> list[str]:
@@ -86,7 +98,7 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
     ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
     import models
 
-    where = where or f"tasks.{task.name}"
+    where = where or f"tasks.{task.key}"
     try:
         entry = models.model_entry(name)
     except KeyError as exc:

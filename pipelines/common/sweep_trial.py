@@ -29,7 +29,8 @@ SWEEP_TAG = "sweep_id"
 class TrialContext:
     """What every trial of one model's sweep shares. Paths are absolute; nothing depends on the cwd."""
 
-    task: str
+    task: str  # the registered task
+    key: str  # its section in params.yaml (tasks.<key>): names the runs and folders
     options: dict  # the task's options (tasks.<task>.options, data paths made absolute)
     root: str  # the work folder relative data paths resolve against
     model: str
@@ -55,7 +56,7 @@ _DATA_CACHE: dict[tuple, object] = {}  # (task, options, split, seq_len) -> data
 
 def _load(task, split: str, model_cfg):
     """The task's ``split`` for ``model_cfg``, kept for the next trial of this worker when it needs the same."""
-    key = (task.name, json.dumps(dataclasses.asdict(task.options), sort_keys=True), split, getattr(model_cfg, "seq_len", None))
+    key = (task.key, json.dumps(dataclasses.asdict(task.options), sort_keys=True), split, getattr(model_cfg, "seq_len", None))
     if key not in _DATA_CACHE:
         if len(_DATA_CACHE) >= 4:  # other settings' data: do not hold both
             _DATA_CACHE.clear()
@@ -108,6 +109,7 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
 
     trial_id = tune.get_context().get_trial_id()
     task = get_task(ctx.task, ctx.options, root=ctx.root)
+    task.key = ctx.key
     values = ctx.space.decode(config)
     train_kw, model_kw = ctx.space.split(values)
     cfg = TrainConfig(**{**ctx.train, **train_kw})
