@@ -20,15 +20,17 @@ import random
 import resource
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.sections import AugmentConfig, section
+from pipelines.common.sections import seed as check_seed
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text, read_parquet_checked, write_shards
+from tasks.imdb_sources import check_review_table
 from pipelines.common.paths import DATA_DIR, REPORTS_DIR, datasets_dir
 from pipelines.common.progress import progress
 from tasks.augmentation import (CONNECTIVES, combine_reviews, load_resources, replace_synonyms, sentiment_flipped,
@@ -38,39 +40,6 @@ IN_DIR = DATA_DIR / "prepared"
 OUT_DIR = DATA_DIR / "augmented"
 METRICS_FILE = REPORTS_DIR / "augment" / "metrics.json"
 STRATEGIES = ("shuffle", "synonym", "combo")
-
-
-@dataclass
-class AugmentConfig:
-    """``augment:`` in params.yaml. Defaults are the seed's authors' values where they have one."""
-
-    enabled: bool = True           # false: train copied through unchanged (the with/without ablation)
-    seed_offset: int = 1           # augmentation seed = seed + seed_offset (prepare's shuffle uses `seed`)
-    shuffle_fraction: float = 0.3  # share of train reviews that get a sentence-shuffled copy (authors: 0.3)
-    keep_pair_p: float = 0.7       # chance a sentence stays glued to the next one when shuffling (authors: 0.7)
-    synonym_fraction: float = 0.3  # share of train reviews that get a synonym copy (authors: 0.3)
-    word_rate: float = 0.1         # share of a review's words replaced (authors: 0.1)
-    synonym_senses: int = 3        # synonyms from at most this many WordNet senses (authors: any sense) ...
-    sense_share: float = 0.5       # ... each with >= this share of the top sense's SemCor count
-    combo_fraction: float = 0.25   # combo rows = this share of the train split (authors: a quarter)
-    combo_min: int = 2             # reviews joined per combo: combo_min..combo_max (authors: 2-3)
-    combo_max: int = 3
-    workers: int = 2               # processes; the output is identical for any value
-
-    def __post_init__(self):
-        for name in ("shuffle_fraction", "keep_pair_p", "synonym_fraction", "word_rate", "sense_share"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise SwarmlabError(f"augment.{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.combo_fraction < 0:
-            raise SwarmlabError(f"augment.combo_fraction must be >= 0, got {self.combo_fraction}")
-        if not 2 <= self.combo_min <= self.combo_max:
-            raise SwarmlabError(f"augment.combo_min/combo_max must satisfy 2 <= min <= max, got {self.combo_min}/{self.combo_max}")
-        if self.workers < 1 or self.synonym_senses < 1:
-            raise SwarmlabError(f"augment.workers and augment.synonym_senses must be >= 1, got {self.workers}/{self.synonym_senses}")
-
-    @classmethod
-    def from_params(cls, section: dict) -> "AugmentConfig":
-        return cls(**{f.name: section[f.name] for f in dataclasses.fields(cls) if f.name in section})
 
 
 def stable_key(seed: int, uid: str, tag: str) -> int:
@@ -238,7 +207,8 @@ def augment_train(table: pa.Table, cfg: AugmentConfig, *, seed: int, nltk_dir: P
 
 
 def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metrics_file: Path | None = METRICS_FILE) -> dict:
-    cfg = AugmentConfig.from_params(params["augment"])
+    cfg = section(params, "augment")
+    check_seed(params)
     meta_path = in_dir / "meta.json"
     if not meta_path.is_file():
         raise SwarmlabError(f"{meta_path} is missing: run the prepare stage first (dvc repro prepare)")
@@ -249,7 +219,7 @@ def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metric
     t0 = time.perf_counter()
     cpu0 = _cpu_seconds()
     info = meta_in["splits"]["train"]
-    train = pa.concat_tables([read_parquet_checked(in_dir / s) for s in info["shards"]])
+    train = pa.concat_tables([check_review_table(read_parquet_checked(in_dir / s), in_dir / s) for s in info["shards"]])
     table, stats = augment_train(train, cfg, seed=params["seed"], nltk_dir=nltk_dir)
     with atomic_dir(out_dir) as tmp:
         meta = {"source": str(in_dir), "config": dataclasses.asdict(cfg), "augment": stats, "splits": {}}
@@ -260,10 +230,9 @@ def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metric
                     "rows": table.num_rows, "positive": int(table.column("label").to_numpy().sum()),
                     "shards": write_shards(table, tmp, split, len(split_info["shards"])),
                     "by_source": {k: sources.count(k) for k in ("original",) + STRATEGIES}}
-            else:  # byte for byte: never augmented, never rewritten
+            else:  # byte for byte: never augmented, never rewritten; but read and checked, not copied blindly
                 for shard in split_info["shards"]:
-                    if not (in_dir / shard).is_file():
-                        raise SwarmlabError(f"{in_dir / shard} is missing: rerun the prepare stage (dvc repro prepare)")
+                    check_review_table(read_parquet_checked(in_dir / shard), in_dir / shard)
                     shutil.copyfile(in_dir / shard, tmp / shard)
                 meta["splits"][split] = dict(split_info)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -20,14 +20,15 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, load_checkpoint, on_device, resolve_amp,
-                                     resolve_device, sync, to_device)
+from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, load_checkpoint, load_weights, on_device,
+                                     resolve_amp, resolve_device, sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from pipelines.common.sections import section
 from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
                                    run_name, train_config, train_dir)
-from pipelines.common.tracking import make_tracker
+from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.io import atomic_write_text
+from swarmlab.io import atomic_dir
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
@@ -91,26 +92,27 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
     return meter.compute(), meter, speed
 
 
-def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT, report_root: Path = REPORTS_DIR,
+def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
                  tracking: bool = True) -> dict:
+    """The test metrics, speed and memory of one model; its figures go to ``plots_dir``."""
     ckpt = train_dir(task.key, name, train_root) / BEST
     if not ckpt.is_file():
         raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
     model = build_model(name, task, model_overrides(params, task.key))
-    model.load_state_dict(load_checkpoint(ckpt))
+    load_weights(model, load_checkpoint(ckpt), ckpt)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
-    ev = params["evaluate"]
-    metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev["batch_size"],
-                                    warmup_batches=ev["warmup_batches"], device=device, amp=amp)
+    ev = section(params, "evaluate")
+    metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev.batch_size,
+                                    warmup_batches=ev.warmup_batches, device=device, amp=amp)
     memory_mb, memory_kind = peak_memory_mb(device)
     result = {**{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
               "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit()}
-    plots = task.report(meter, report_dir("evaluate", task.key, report_root) / "plots", title=name, name=name)
+    plots = task.report(meter, plots_dir, title=name, name=name)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
@@ -123,7 +125,7 @@ def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT
         tracker.finish()
     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k in (task.monitor, "loss", "f1"))
     print(f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
-          f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
+          f"{ev.batch_size}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
           flush=True)
     return result
 
@@ -132,9 +134,19 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
              report_root: Path = REPORTS_DIR, tracking: bool = True) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
-    results = {name: evaluate_one(task, name, params, train_root=train_root, report_root=report_root, tracking=tracking)
-               for name in model_names(params, task_name)}
-    atomic_write_text(report_dir("evaluate", task_name, report_root) / "metrics.json", json.dumps(results, indent=2) + "\n")
+    for name in model_names(params, task_name):  # every setting and checkpoint before the first test batch is read
+        build_model(name, task, model_overrides(params, task_name))
+        ckpt = train_dir(task.key, name, train_root) / BEST
+        if not ckpt.is_file():
+            raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
+    resolve_device(train_config(params, task_name).device)
+    section(params, "evaluate")
+    if tracking:
+        check_tracking_uri()
+    with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:  # all of it, or the previous reports
+        results = {name: evaluate_one(task, name, params, plots_dir=tmp / "plots", train_root=train_root, tracking=tracking)
+                   for name in model_names(params, task_name)}
+        (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 
 

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.sections import section
+from pipelines.common.sections import seed as check_seed
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, write_shards
 from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
@@ -55,18 +57,18 @@ def split_tables(tables: dict[str, pa.Table], *, seed: int, val_fraction: float,
 
 
 def prepare(params: dict, out_dir: Path = OUT_DIR) -> dict:
-    cfg = params["prepare"]
-    source = resolve(cfg["source"]) if cfg["source"] else datasets_dir(params) / "imdb"
+    cfg = section(params, "prepare")
+    seed = check_seed(params)
+    source = resolve(cfg.source) if cfg.source else datasets_dir(params) / "imdb"
     t0 = time.perf_counter()
     tables = read_imdb(source)
-    splits = split_tables(tables, seed=params["seed"], val_fraction=cfg["val_fraction"],
-                          max_train=cfg["max_train"], max_test=cfg["max_test"])
+    splits = split_tables(tables, seed=seed, val_fraction=cfg.val_fraction, max_train=cfg.max_train, max_test=cfg.max_test)
     with atomic_dir(out_dir) as tmp:
-        meta = {"source": str(source), "seed": params["seed"], "val_fraction": cfg["val_fraction"], "splits": {}}
+        meta = {"source": str(source), "seed": seed, "val_fraction": cfg.val_fraction, "splits": {}}
         for name, table in splits.items():
             labels = table.column("label").to_numpy()
             meta["splits"][name] = {"rows": table.num_rows, "positive": int(labels.sum()),
-                                    "shards": write_shards(table, tmp, name, cfg["shards"])}
+                                    "shards": write_shards(table, tmp, name, cfg.shards)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     counts = ", ".join(f"{k} {v['rows']}" for k, v in meta["splits"].items())
     print(f"prepare: {counts} reviews from {source} in {time.perf_counter() - t0:.1f} s -> {out_dir}")

@@ -47,21 +47,11 @@ SETTINGS = ("num_samples", "max_concurrent", "cpus_per_trial", "gpus_per_trial",
 # ----------------------------------------------------------------------------------------------- checks
 
 
-def check_settings(cfg: dict) -> None:
-    """One-line errors for sweep settings that Ray would reject late or obscurely."""
-    if cfg["num_samples"] < 1:
-        raise SwarmlabError(f"sweep.num_samples must be >= 1, got {cfg['num_samples']}")
-    if cfg["max_epochs"] < 0 or cfg["max_steps"] < 0:
-        raise SwarmlabError(f"sweep.max_epochs and sweep.max_steps must be >= 0, got {cfg['max_epochs']} and {cfg['max_steps']}")
-    if cfg["grace_period"] < 1:
-        raise SwarmlabError(f"sweep.grace_period must be >= 1 (evaluations every trial runs), got {cfg['grace_period']}")
-    if cfg["reduction_factor"] < 2:
-        raise SwarmlabError(f"sweep.reduction_factor must be >= 2 (ASHA keeps 1/reduction_factor per rung), got {cfg['reduction_factor']}")
-    if cfg["cpus_per_trial"] <= 0 or cfg["gpus_per_trial"] < 0:
-        raise SwarmlabError("sweep.cpus_per_trial must be > 0 and sweep.gpus_per_trial >= 0")
-    if min(cfg["max_concurrent"], cfg["max_failures"], cfg["startup_trials"], cfg["time_budget_s"], cfg["trial_timeout_s"],
-           cfg["sweep_timeout_s"]) < 0:
-        raise SwarmlabError("sweep.max_concurrent, max_failures, startup_trials and the time limits must be >= 0")
+def check_settings(params: dict) -> dict:
+    """The checked ``sweep`` section (pipelines/common/sections.py: SweepConfig), as a dict."""
+    from pipelines.common.sections import section
+
+    return dataclasses.asdict(section(params, "sweep"))
 
 
 def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
@@ -438,8 +428,7 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
 
     task = make_task(params, default_task(params, task_name), options=options)
     task.root = task.root.resolve()
-    cfg = params["sweep"]
-    check_settings(cfg)
+    cfg = check_settings(params)
     if num_samples is not None and num_samples < 1:
         raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
     names = model_names(models or cfg["models"], task)
@@ -457,6 +446,10 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
     else:
         state = {"sweep_id": f"{task.key}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", "models": {}}
     lines = (not progress_enabled()) if lines is None else lines
+    if tracking:
+        from pipelines.common.tracking import check_tracking_uri
+
+        check_tracking_uri()
 
     import ray
 

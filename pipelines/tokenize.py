@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.sections import section
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, read_parquet_checked
+from tasks.imdb_sources import check_review_table
 from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
 from pipelines.common.progress import progress
 from tasks.tokenization import PAD_ID, build_wordpiece, vocab_sha256
@@ -107,9 +109,9 @@ def ids_column(ids: np.ndarray) -> pa.Array:
 
 
 def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> dict:
-    cfg = params["tokenize"]
-    seq_len = cfg["seq_len"]
-    vocab_path = resolve(cfg["vocab"], base=datasets_dir(params))
+    cfg = section(params, "tokenize")
+    seq_len = cfg.seq_len
+    vocab_path = resolve(cfg.vocab, base=datasets_dir(params))
     tokenizer = build_wordpiece(vocab_path)  # encode_texts truncates; padding is a numpy fill (faster)
     vocab_size = tokenizer.get_vocab_size()
     if vocab_size > 65535:
@@ -125,7 +127,7 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
         for split, info in meta_in["splits"].items():
             truncated = 0
             for shard in info["shards"]:
-                table = read_parquet_checked(in_dir / shard, ["uid", "text", "label"])
+                table = check_review_table(read_parquet_checked(in_dir / shard), in_dir / shard)
                 texts = table.column("text").to_pylist()
                 ids, lengths = encode_texts(tokenizer, texts, seq_len, desc=f"tokenize {shard}")
                 truncated += int((lengths == seq_len).sum())

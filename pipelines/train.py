@@ -17,53 +17,90 @@ from pathlib import Path
 import yaml
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import fit
+from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
                                    run_name, train_config, train_dir)
 from pipelines.common.seeds import set_seeds
-from pipelines.common.tracking import make_tracker
+from pipelines.common.tracking import check_tracking_uri, make_tracker
+from tasks.base import is_endless
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.io import atomic_write_text
+from swarmlab.io import atomic_write_text, hold_before_swap
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 REPORT_ROOT = REPORTS_DIR
 
 
+def in_progress_dir(final: Path) -> Path:
+    """Where a run of ``final`` (outputs/train/<task>/<model>) writes until it succeeds: a hidden sibling."""
+    return final.parent / f".{final.name}.run"
+
+
 def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
               resume: bool = False, tracking: bool = True) -> dict:
+    """Train one model; its folder is replaced only when the run succeeds.
+
+    The run writes into ``.<model>.run/`` beside ``<model>/`` and is renamed into place at the end, so a failed
+    or killed run leaves the previous checkpoints exactly as they were. ``resume`` continues the interrupted
+    run in ``.<model>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<model>/``) and
+    refuses one whose settings differ.
+    """
     cfg = train_config(params, task.key)
     set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
     model = build_model(name, task, model_overrides(params, task.key))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
-    out_dir = train_dir(task.key, name, out_root)
-    if out_dir.exists() and not resume:
-        shutil.rmtree(out_dir)  # a fresh run starts clean; --resume continues from last.pt
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
+        raise SwarmlabError(f"train.batch_size={cfg.batch_size} is larger than the training split "
+                            f"({len(train_ds)} {task.item_name}): lower it (train or tasks.{task.key}.train)")
+    final = train_dir(task.key, name, out_root)
+    work = in_progress_dir(final)
+    created = not work.exists()  # removed again if this call fails with a user error (a kill -9 keeps it for --resume)
+    try:
+        return _train_in(task, name, params, cfg, model, train_ds, val_ds, final, work, report_root=report_root,
+                         resume=resume, tracking=tracking)
+    except SwarmlabError:
+        if created:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
 
-    run_file = out_dir / "run.json"
+
+def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, work: Path, *, report_root: Path,
+              resume: bool, tracking: bool) -> dict:
+    if resume and not (work / CHECKPOINT).is_file() and (final / CHECKPOINT).is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(final, work)  # a finished run given more epochs/steps goes on from its last checkpoint
+    elif not resume:
+        shutil.rmtree(work, ignore_errors=True)  # a fresh run starts clean
+    if resume and not (work / CHECKPOINT).is_file():
+        print(f"train {task.key}/{name}: nothing to resume in {work} or {final}: starting a fresh run", flush=True)
+    work.mkdir(parents=True, exist_ok=True)
+
+    run_file = work / "run.json"
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
     tracker = make_tracker(tracking, task.key, run_name(name, params["seed"]), run_id=previous.get("run_id"),
                            tags={"profile": params["profile"], "git_commit": git_commit(), "model": name, "stage": "train",
                                  "task": task.key})
-    run_file.write_text(json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key, "seed": params["seed"]}) + "\n")
+    atomic_write_text(run_file, json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key,
+                                            "seed": params["seed"]}) + "\n")
     data = task.describe_data(train_ds, val_ds)
+    identity = {"model": {"name": name, **asdict(model.cfg)}, "task": {"name": task.name, **asdict(task.options)},
+                "data": data}
     if not previous:
-        tracker.log_params({"model": {"name": name, **asdict(model.cfg)}, "profile": params["profile"],
-                            "task": {"name": task.name, "key": task.key, **asdict(task.options)}, "data": data})
+        tracker.log_params({**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"]})
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
     print(f"train {task.key}/{name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
           f"profile {params['profile']}", flush=True)
     try:
-        result = fit(model, task, train_ds, val_ds, cfg, out_dir, resume=resume, tracker=tracker, desc=f"[{name}] ")
+        result = fit(model, task, train_ds, val_ds, cfg, work, resume=resume, tracker=tracker, desc=f"[{name}] ",
+                     identity=identity)
     except BaseException:
         tracker.finish("FAILED")
         raise
+    out_dir = work  # renamed to `final` once the reports are written
 
     reports = report_dir("train", task.key, report_root)
-    (reports / "history").mkdir(parents=True, exist_ok=True)
-    shutil.copy(out_dir / "history.csv", reports / "history" / f"{name}.csv")
+    atomic_write_text(reports / "history" / f"{name}.csv", (out_dir / "history.csv").read_text())
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
     summary = {
         "best_step": result.best_step,
@@ -94,19 +131,37 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
         tracker.log_metrics({"best_step": result.best_step, "backtracks": result.backtracks,
                              **{f"best_val_{k}": v for k, v in result.best_val.items()}})
         tracker.set_tags({"stopped": result.stopped})
+    hold_before_swap()
+    old = final.parent / f".{final.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    work.rename(final)  # the new run replaces the previous one only now
+    shutil.rmtree(old, ignore_errors=True)
     tracker.finish()
     return summary
 
 
 def train(params: dict, task_name: str | None = None, models: list[str] | None = None, *, options: dict | None = None,
           out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT, resume: bool = False, tracking: bool = True) -> dict:
-    """Train every requested model of one task; returns (and writes) ``reports/train/<task>/metrics.json``."""
+    """Train every requested model of one task; returns (and writes) ``reports/train/<task>/metrics.json``.
+
+    Everything is checked before any data is read or any output touched: the task, its models and their
+    configs, the engine's settings, the device and the tracking store.
+    """
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     names = models or model_names(params, task_name)
-    train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
+    cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
+    resolve_device(cfg.device)
     for name in names:  # and unknown models or refused configs before the first one trains
         build_model(name, task, model_overrides(params, task_name))
+    if tracking:
+        check_tracking_uri()
+    root = Path(out_root) / task_name
+    if not resume and root.is_dir():  # what killed runs left behind
+        for stale in [*root.glob(".*.run"), *root.glob(".*.old")]:
+            shutil.rmtree(stale, ignore_errors=True)
     metrics_path = report_dir("train", task_name, report_root) / "metrics.json"
     summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
     for name in names:
@@ -121,9 +176,13 @@ def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)")
     parser.add_argument("--models", default=None, help="comma-separated subset of registered models (default: tasks.<task>.models)")
-    parser.add_argument("--resume", action="store_true", help="continue each model from outputs/train/<task>/<model>/last.pt")
+    parser.add_argument("--resume", action="store_true", help="continue each model's interrupted run (or its finished run, "
+                                                              "given more epochs or steps); refused when settings differ")
+    parser.add_argument("--restart", action="store_true", help="start every model over, discarding any interrupted run")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow (torch + pyarrow only)")
     args = parser.parse_args(argv)
+    if args.resume and args.restart:
+        raise SwarmlabError("--resume and --restart contradict each other: pick one")
     params = params_from(args)
     models = args.models.split(",") if args.models else None
     train(params, args.task, models, resume=args.resume, tracking=not args.no_tracking)

@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
@@ -19,26 +20,46 @@ def atomic_dir(final: Path):
     """Yield a temporary sibling folder; on success it replaces ``final``, on any error it is removed."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".{final.name}.tmp-*"):  # what an interrupted (killed) run of this stage left
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    hold_before_swap()
     if final.exists():
         shutil.rmtree(final) if final.is_dir() else final.unlink()
     tmp.chmod(0o755)  # mkdtemp makes it private
     tmp.rename(final)
 
 
+def hold_before_swap() -> None:
+    """Tests only: ``SWARMLAB_HOLD_BEFORE_SWAP_S`` keeps a finished output in its temporary folder that long, so
+    that a kill -9 lands between writing and swapping (the rerun must clean up what it leaves)."""
+    hold = os.environ.get("SWARMLAB_HOLD_BEFORE_SWAP_S")
+    if hold:
+        time.sleep(float(hold))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a plain open() would honour the umask
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

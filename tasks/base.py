@@ -26,7 +26,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-import typing
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -34,6 +33,7 @@ import torch
 import torch.nn as nn
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.settings import parse
 
 Outputs = torch.Tensor | tuple | dict  # what a model returns: a tensor, a tuple of tensors or a dict of them
 
@@ -46,57 +46,13 @@ class NoOptions:
     """A task without settings of its own."""
 
 
-def _type_ok(value, hint) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is typing.Any:
-        return True
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin in (list, tuple):
-        return isinstance(value, (list, tuple))
-    if origin is dict:
-        return isinstance(value, dict)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
 def parse_options(cls: type, values: dict | Any | None, where: str):
-    """``cls(**values)`` with one-line errors naming ``where`` (e.g. ``tasks.imdb.options``) and the key.
-
-    Unknown keys and values of the wrong type are refused here; the dataclass's ``__post_init__`` refuses
-    values out of range by raising ``ValueError`` (its message is kept).
-    """
-    if values is None:
-        values = {}
+    """``cls(**values)`` checked by ``swarmlab.settings.parse``: unknown keys, types, non-finite numbers, the
+    ranges and choices declared with ``setting(...)``, then the dataclass's own ``__post_init__`` (a
+    ``ValueError`` there keeps its message); every refusal is one line naming ``where`` and the key."""
     if isinstance(values, cls):
         return values
-    if not isinstance(values, dict):
-        raise SwarmlabError(f"{where} must be a mapping, got {type(values).__name__} {values!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise SwarmlabError(f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(fields) or 'none'}")
-    hints = typing.get_type_hints(cls)
-    for key, value in values.items():
-        if not _type_ok(value, hints.get(key, typing.Any)):
-            raise SwarmlabError(f"{where}.{key} must be {_hint_name(hints[key])}, got {type(value).__name__} {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SwarmlabError(f"{where}.{key} must be a finite number, got {value!r}")
-    try:
-        return cls(**values)
-    except ValueError as exc:
-        raise SwarmlabError(f"{where}: {exc}") from None
-
-
-def _hint_name(hint) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    return parse(cls, values, where)
 
 
 # -------------------------------------------------------------------------------------------------- data

@@ -136,3 +136,23 @@ def read_imdb(source: Path) -> dict[str, pa.Table]:
     if tarball.is_file():
         return read_acl_tarball(tarball)
     raise SwarmlabError(f"{source} holds neither imdb_*.parquet, aclImdb/ nor aclImdb_v1.tar.gz")
+
+
+REVIEW_COLUMNS = ("uid", "text", "label")
+
+
+def check_review_table(table: pa.Table, path: Path, *, labels: tuple[int, ...] = (0, 1)) -> pa.Table:
+    """A prepared/augmented shard as the stages that read it expect it: the columns uid, text and label, a
+    non-empty text in every row and labels among ``labels``; otherwise one line naming the file and row."""
+    missing = [c for c in REVIEW_COLUMNS if c not in table.column_names]
+    if missing:
+        raise SwarmlabError(f"{path} lacks column(s) {missing}: it was not written by the prepare/augment stage; "
+                            f"rerun them (dvc repro --force prepare)")
+    for r, text in enumerate(table.column("text").to_pylist()):
+        if not isinstance(text, str) or not text.strip():
+            raise SwarmlabError(f"{path} row {r}: {'no' if text is None else 'an empty'} review text: rerun the stage that "
+                                f"wrote it (dvc repro --force prepare)")
+    for r, label in enumerate(table.column("label").to_pylist()):
+        if label not in labels:
+            raise SwarmlabError(f"{path} row {r}: label {label!r} is not one of {list(labels)}")
+    return table

@@ -54,7 +54,7 @@ class TextClassificationTask(Task):
     def load_split(self, split: str, seq_len: int | None = None) -> TokenizedTextDataset:
         """The tokenized ``split`` (train / val / test), re-truncated to ``seq_len`` when given."""
         self.meta  # a missing meta.json is the first thing to report
-        ds = TokenizedTextDataset.from_parquet(self.data_dir, split)
+        ds = TokenizedTextDataset.from_parquet(self.data_dir, split, num_classes=self.num_classes)
         return ds.truncated(seq_len) if seq_len else ds
 
     def train_data(self, model_cfg) -> TokenizedTextDataset:

@@ -60,22 +60,63 @@ class TokenizedTextDataset:
         }
 
     @classmethod
-    def from_parquet(cls, folder: Path, split: str) -> "TokenizedTextDataset":
-        """Read ``<folder>/<split>-*.parquet`` shards written by the tokenize stage."""
+    def from_parquet(cls, folder: Path, split: str, *, num_classes: int | None = None) -> "TokenizedTextDataset":
+        """Read ``<folder>/<split>-*.parquet`` shards written by the tokenize stage, checked against ``meta.json``.
+
+        Every shard must have the columns and the fixed length meta.json states, token ids below its
+        ``vocab_size``, lengths in 1..seq_len and labels in 0..num_classes-1: a violation is one line naming
+        the shard and the row.
+        """
         folder = Path(folder)
         meta_path = folder / "meta.json"
         if not meta_path.is_file():
             raise SwarmlabError(f"{meta_path} is missing: run the tokenize stage first (dvc repro tokenize)")
-        meta = json.loads(meta_path.read_text())
+        try:
+            meta = json.loads(meta_path.read_text())
+            seq_len, vocab_size, sep_id = int(meta["seq_len"]), int(meta["vocab_size"]), int(meta["sep_id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SwarmlabError(f"{meta_path} is damaged ({type(exc).__name__}: {exc}): rerun the tokenize stage") from None
         shards = sorted(folder.glob(f"{split}-*.parquet"))
         if not shards:
             raise SwarmlabError(f"no {split}-*.parquet shards in {folder}: rerun the tokenize stage")
         ids, lengths, labels = [], [], []
         for shard in shards:
-            t = read_parquet_checked(shard, ["input_ids", "length", "label"])
+            t = read_parquet_checked(shard, None)
+            missing = {"input_ids", "length", "label"} - set(t.column_names)
+            if missing:
+                raise SwarmlabError(f"{shard} lacks column(s) {sorted(missing)}: it was not written by the tokenize stage")
             flat = t.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            ids.append(flat.reshape(t.num_rows, meta["seq_len"]).astype(np.int32))
-            lengths.append(t.column("length").to_numpy().astype(np.int64))
-            labels.append(t.column("label").to_numpy().astype(np.int64))
+            if flat.size != t.num_rows * seq_len:
+                raise SwarmlabError(f"{shard}: rows are not {seq_len} tokens long as {meta_path} says: rerun the tokenize stage")
+            shard_ids = flat.reshape(t.num_rows, seq_len).astype(np.int64)
+            shard_lengths = t.column("length").to_numpy(zero_copy_only=False).astype(np.int64)
+            shard_labels = t.column("label").to_numpy(zero_copy_only=False).astype(np.int64)
+            _check_rows(shard, shard_ids, shard_lengths, shard_labels, vocab_size, seq_len, num_classes, meta_path)
+            ids.append(shard_ids.astype(np.int32))
+            lengths.append(shard_lengths)
+            labels.append(shard_labels)
         return cls(torch.from_numpy(np.concatenate(ids)), torch.from_numpy(np.concatenate(lengths)),
-                   torch.from_numpy(np.concatenate(labels)), sep_id=meta["sep_id"])
+                   torch.from_numpy(np.concatenate(labels)), sep_id=sep_id)
+
+
+def _check_rows(shard: Path, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray, vocab_size: int, seq_len: int,
+                num_classes: int | None, meta_path: Path) -> None:
+    """One line naming the shard and the first bad row, or nothing."""
+    def first(bad: np.ndarray) -> int:
+        return int(np.flatnonzero(bad)[0])
+
+    bad = (ids < 0).any(axis=1) | (ids >= vocab_size).any(axis=1)
+    if bad.any():
+        r = first(bad)
+        raise SwarmlabError(f"{shard} row {r}: token id {int(ids[r].max())} outside the vocabulary of {vocab_size} "
+                            f"({meta_path}): the shard and meta.json do not belong together; rerun the tokenize stage")
+    bad = (lengths < 1) | (lengths > seq_len)
+    if bad.any():
+        r = first(bad)
+        raise SwarmlabError(f"{shard} row {r}: length {int(lengths[r])} outside 1..{seq_len}: rerun the tokenize stage")
+    if num_classes is not None:
+        bad = (labels < 0) | (labels >= num_classes)
+        if bad.any():
+            r = first(bad)
+            raise SwarmlabError(f"{shard} row {r}: label {int(labels[r])} outside 0..{num_classes - 1} of the task's "
+                                f"classes: check the data the prepare stage read")

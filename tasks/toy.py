@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from swarmlab.settings import check, setting
 from tasks.base import EndlessData
 from tasks.registry import register_task
 from tasks.text_classification import TextClassificationTask
@@ -23,22 +24,15 @@ PAD = 0
 
 @dataclass
 class ToyOptions:
-    seq_len: int = 16  # tokens per sequence (a model's own seq_len wins when it has one)
-    vocab_size: int = 8  # ids 1..vocab_size-1 are drawn; 0 is padding
-    min_fraction: float = 0.5  # real length ~ U{min_fraction * seq_len .. seq_len}; the rest is padding
-    val_rows: int = 256
-    test_rows: int = 256
-    rng: str = "numpy"  # numpy: numpy's global generator; step: a generator seeded by (seed, step)
+    seq_len: int = setting(16, ge=2)  # tokens per sequence (a model's own seq_len wins when it has one)
+    vocab_size: int = setting(8, ge=3)  # ids 1..vocab_size-1 are drawn; 0 is padding
+    min_fraction: float = setting(0.5, gt=0, le=1)  # real length ~ U{min_fraction * seq_len .. seq_len}; the rest is padding
+    val_rows: int = setting(256, ge=1)
+    test_rows: int = setting(256, ge=1)
+    rng: str = setting("numpy", choices=("numpy", "step"))  # numpy: numpy's global generator; step: seeded by (seed, step)
 
     def __post_init__(self):
-        if self.seq_len < 2 or self.vocab_size < 3:
-            raise ValueError(f"seq_len must be >= 2 and vocab_size >= 3, got {self.seq_len} and {self.vocab_size}")
-        if not 0.0 < self.min_fraction <= 1.0:
-            raise ValueError(f"min_fraction must be in (0, 1], got {self.min_fraction}")
-        if self.val_rows < 1 or self.test_rows < 1:
-            raise ValueError("val_rows and test_rows must be >= 1")
-        if self.rng not in ("numpy", "step"):
-            raise ValueError(f"rng must be 'numpy' or 'step', got {self.rng!r}")
+        check(self, "tasks.toy_counting.options")
 
 
 def draw(rng, n: int, seq_len: int, vocab_size: int, min_fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -161,16 +161,22 @@ def test_amp_auto_follows_native_bf16_and_bad_values_are_refused(monkeypatch, tm
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({"lr": float("nan")}, "lr must be a finite number > 0"),
-    ({"plateau": "wait"}, "plateau must be one of stop, backtrack"),
-    ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead"),
+    ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
+    ({"lr": float("inf")}, "lr must be a finite number > 0, got inf"),
+    ({"lr": 0.0}, "lr must be > 0, got 0.0"),
+    ({"grad_clip": -1.0}, "grad_clip must be >= 0, got -1.0"),
+    ({"patience": -1}, "patience must be >= 0, got -1"),
+    ({"batch_size": 1.5}, "batch_size must be an int >= 1, got float 1.5"),
+    ({"plateau": "wait"}, "plateau must be one of stop, backtrack, got 'wait'"),
+    ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead, got 'max'"),
     ({"max_epochs": 0}, "training would never end"),
-    ({"backtrack_alpha": 1.5}, "backtrack_alpha must be in (0, 1]"),
-    ({"max_steps": -1}, "max_steps must be an int >= 0"),
+    ({"backtrack_alpha": 1.5}, "backtrack_alpha must be > 0 and <= 1, got 1.5"),
+    ({"max_steps": -1}, "max_steps must be >= 0, got -1"),
 ])
 def test_refused_engine_settings(changes, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(ValueError) as info:
         TrainConfig(**{**CFG, **changes})
+    assert message in str(info.value), str(info.value)
 
 
 # ------------------------------------------------------------------------------------------- endless data

@@ -95,6 +95,6 @@ def test_prepare_writes_shards_and_meta(tiny_params, tmp_path):
 
 def test_prepare_failure_leaves_no_output(tiny_params, tmp_path):
     tiny_params["prepare"]["val_fraction"] = 1.5
-    with pytest.raises(SwarmlabError, match="val_fraction must be in"):
+    with pytest.raises(SwarmlabError, match="prepare.val_fraction must be > 0 and < 1, got 1.5"):
         prepare(tiny_params, tmp_path / "prepared")
     assert list(tmp_path.glob("*prepared*")) == []

@@ -33,10 +33,15 @@ def test_a_section_may_run_a_registered_task_under_its_own_name(tmp_path):
 
 @pytest.mark.parametrize(("key", "section", "message"), [
     ("imbd", None, "unknown task 'imbd'; did you mean imdb?"),
-    ("counting", {"task": "toy_countin"}, "unknown task 'toy_countin'; did you mean toy_counting?"),
-    ("counting", {"task": "toy_counting", "options": {"seq_len": "8"}}, "tasks.counting.options.seq_len must be int"),
-    ("counting", {"task": "toy_counting", "options": {"colour": 1}}, "tasks.counting.options: unknown option(s) 'colour'"),
-    ("counting", {"task": "toy_counting", "options": {"rng": "torch"}}, "tasks.counting.options: rng must be 'numpy' or 'step'"),
+    ("counting", {"task": "toy_countin", "models": ["transformer"]}, "unknown task 'toy_countin'; did you mean toy_counting?"),
+    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"seq_len": "8"}},
+     "tasks.counting.options.seq_len must be an int >= 2, got str '8'"),
+    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"colour": 1}},
+     "tasks.counting.options: unknown key(s) 'colour'"),
+    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"rng": "torch"}},
+     "tasks.counting.options.rng must be one of numpy, step, got 'torch'"),
+    ("counting", {"task": "toy_counting", "models": []}, "tasks.counting: models is empty"),
+    ("counting", {"task": "toy_counting", "models": ["transformer"], "modles": []}, "tasks.counting: unknown key(s) 'modles'"),
 ])
 def test_bad_task_sections_are_one_line_errors(key, section, message):
     params = params_with(**({key: section} if section else {}))

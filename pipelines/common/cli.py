@@ -14,4 +14,8 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
 
 
 def params_from(args: argparse.Namespace) -> dict:
+    """The resolved params of ``--params``/``--profile``, after the environment variables are checked."""
+    from pipelines.common.sections import check_environment
+
+    check_environment()
     return load_params(args.params, args.profile)

@@ -33,6 +33,7 @@ from pipelines.common.progress import progress
 from pipelines.common.seeds import epoch_generator, set_seeds
 from pipelines.common.tracking import NullTracker
 from swarmlab.errors import SwarmlabError
+from swarmlab.settings import SettingsError, check, setting
 from tasks.base import batch_len, is_endless
 
 CHECKPOINT = "last.pt"  # full training state, written at every evaluation
@@ -48,74 +49,49 @@ OPTIMIZER_CHOICES = ("adamw", "adam")
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 48  # seed 000 best config
-    lr: float = 4.74e-4  # seed 000 best config
-    weight_decay: float = 0.0381  # seed 000 best config (AdamW: decoupled; Adam: L2)
-    optimizer: str = "adamw"  # adamw | adam (seed 003 trains with Adam)
-    max_epochs: int = 20  # passes over finite training data; 0 = no limit (then max_steps or time_budget_s ends it)
-    max_steps: int = 0  # optimizer steps; 0 = no limit
-    eval_every: int = 0  # steps between validations; 0 = at the end of every epoch (finite data only)
-    patience: int = 5  # stop after this many evaluations without a better validation metric; 0 = never
+    batch_size: int = setting(48, ge=1)  # seed 000 best config
+    lr: float = setting(4.74e-4, gt=0)  # seed 000 best config
+    weight_decay: float = setting(0.0381, ge=0)  # seed 000 best config (AdamW: decoupled; Adam: L2)
+    optimizer: str = setting("adamw", choices=OPTIMIZER_CHOICES)  # seed 003 trains with Adam
+    max_epochs: int = setting(20, ge=0)  # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
+    max_steps: int = setting(0, ge=0)  # optimizer steps; 0 = no limit
+    eval_every: int = setting(0, ge=0)  # steps between validations; 0 = at the end of every epoch (finite data only)
+    patience: int = setting(5, ge=0)  # stop after this many evaluations without a better validation metric; 0 = never
     # What a plateau triggers: "stop" (early stopping after `patience`) or "backtrack": seed 003 §4.1.3, restore the
     # best weights and optimizer state and multiply the learning rate by backtrack_alpha when the latest evaluations
     # that are all better than the current one outnumber backtrack_beta of all evaluations (never in the first
     # backtrack_warmup); a non-finite loss then backtracks instead of stopping the run.
-    plateau: str = "stop"
-    backtrack_alpha: float = 0.9  # seed 003: learning-rate discount per backtrack
-    backtrack_beta: float = 0.2  # seed 003: horizon, a share of the evaluations so far
-    backtrack_warmup: int = 5  # seed 003: the first 5 epochs are never backtracked
-    lr_decay_at: float = 0.0  # share of the planned steps after which lr is multiplied by lr_decay_factor; 0 = off
-    lr_decay_factor: float = 0.1  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
-    grad_clip: float = 1.0  # max global grad norm, as the SwarmFormer authors; 0 = off
-    seed: int = 0
-    device: str = "auto"  # auto = cuda when available, else cpu
+    plateau: str = setting("stop", choices=PLATEAU_CHOICES)
+    backtrack_alpha: float = setting(0.9, gt=0, le=1)  # seed 003: learning-rate discount per backtrack
+    backtrack_beta: float = setting(0.2, ge=0, lt=1)  # seed 003: horizon, a share of the evaluations so far
+    backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
+    lr_decay_at: float = setting(0.0, ge=0, lt=1)  # share of the planned steps after which lr x lr_decay_factor; 0 = off
+    lr_decay_factor: float = setting(0.1, gt=0, le=1)  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
+    grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
+    seed: int = setting(0, ge=0)
+    device: str = "auto"  # auto = cuda when available, else cpu; "cuda" needs a CUDA device (checked by check_device)
     # bf16 autocast (the authors trained with mixed precision on GPU): "fp32" (off), "bf16" (on), or "auto":
     # on where the device computes bf16 natively (CUDA with bf16, a CPU with AVX512-BF16 or AMX), since on
     # other CPUs autocast emulates it and a SwarmFormer-Small train step ran ~10x slower than in fp32.
     # True / False mean "bf16" / "fp32".
     amp: bool | str = "fp32"
-    compile: str = "eager"  # torch.compile of the model: eager (none) | default | reduce-overhead (CUDA graphs)
-    max_batches_per_epoch: int = 0  # cap on training batches per epoch; 0 = the whole split
-    time_budget_s: float = 0.0  # net training seconds (no validation, checkpoints, logging), checked every step; 0 = off
-    check_finite_every: int = 0  # steps between NaN/inf checks of the training loss (a host sync); 0 = at evaluations
-    eval_batch_size: int = 256
-    num_threads: int = 0  # torch intra-op threads; 0 = torch's default
+    compile: str = setting("eager", choices=COMPILE_CHOICES)  # torch.compile: eager (none) | default | reduce-overhead
+    max_batches_per_epoch: int = setting(0, ge=0)  # cap on training batches per epoch; 0 = the whole split
+    time_budget_s: float = setting(0.0, ge=0)  # net training seconds (no validation, checkpoints, logging); 0 = off
+    check_finite_every: int = setting(0, ge=0)  # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
+    eval_batch_size: int = setting(256, ge=1)
+    num_threads: int = setting(0, ge=0)  # torch intra-op threads; 0 = torch's default
 
     def __post_init__(self):
-        for name in ("batch_size", "eval_batch_size"):
-            if _int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {getattr(self, name)!r}")
-        for name in ("max_epochs", "max_steps", "eval_every", "patience", "backtrack_warmup", "max_batches_per_epoch",
-                     "check_finite_every", "num_threads", "seed"):
-            if _int(getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
-        if not (_finite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        for name in ("weight_decay", "grad_clip", "time_budget_s"):
-            if not (_finite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)!r}")
-        for name in ("backtrack_alpha", "lr_decay_factor"):
-            if not (_finite(getattr(self, name)) and 0 < getattr(self, name) <= 1):
-                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
-        for name in ("backtrack_beta", "lr_decay_at"):
-            if not (_finite(getattr(self, name)) and 0 <= getattr(self, name) < 1):
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
-        _check_amp(self.amp)
         if self.compile in ("off", False):  # accepted spellings of "no compilation"
             self.compile = "eager"
-        for name, choices in (("compile", COMPILE_CHOICES), ("plateau", PLATEAU_CHOICES), ("optimizer", OPTIMIZER_CHOICES)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        try:
+            check(self, "")
+        except SettingsError as exc:
+            raise ValueError(str(exc)) from None
+        _check_amp(self.amp)
         if not (self.max_epochs or self.max_steps or self.time_budget_s):
             raise ValueError("max_epochs, max_steps and time_budget_s are all 0: training would never end")
-
-
-def _int(value) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class NonFiniteLossError(SwarmlabError):
@@ -174,9 +150,19 @@ class FitResult:
 
 
 def resolve_device(name: str) -> torch.device:
+    """``auto`` (cuda when available, else cpu) or a device that exists here; anything else is one line."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise SwarmlabError(f"train.device {name!r} is not a device: use auto, cpu or cuda[:N]") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        have = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else "no CUDA device"
+        raise SwarmlabError(f"train.device {name!r} but this machine has {have}: use auto or cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise SwarmlabError(f"train.device {name!r}: only cpu and cuda are supported")
+    return device
 
 
 def _check_amp(amp: bool | str) -> None:
@@ -372,7 +358,39 @@ def _save(obj, path: Path) -> None:
 
 
 def load_checkpoint(path: Path, map_location="cpu") -> dict:
-    return torch.load(path, map_location=map_location, weights_only=True)
+    """``torch.load(path, weights_only=True)``; a missing, damaged, foreign or unsafe file is one line."""
+    import pickle
+
+    path = Path(path)
+    if not path.is_file():
+        raise SwarmlabError(f"checkpoint {path} is missing: train first (or drop --resume)")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise SwarmlabError(f"checkpoint {path} was refused: it holds objects other than tensors and plain values, "
+                            f"which weights_only loading never runs; it is not a swarmlab checkpoint (or was tampered "
+                            f"with): delete it and retrain") from None
+    except (RuntimeError, EOFError, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise SwarmlabError(f"checkpoint {path} is damaged or not a torch checkpoint ({first}): delete it and "
+                            f"retrain") from None
+
+
+def load_weights(model: nn.Module, state: dict, path: Path) -> None:
+    """``model.load_state_dict(state)``; a checkpoint of another model or size is one line naming the keys."""
+    if not isinstance(state, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in state.items()):
+        raise SwarmlabError(f"checkpoint {path} holds no model weights (expected a state dict of tensors)")
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    resized = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
+    if missing or unexpected or resized:
+        parts = [f"{len(missing)} missing (e.g. {missing[0]})" if missing else "",
+                 f"{len(unexpected)} unexpected (e.g. {unexpected[0]})" if unexpected else "",
+                 f"{len(resized)} of another shape (e.g. {resized[0]}: {tuple(state[resized[0]].shape)} here "
+                 f"{tuple(own[resized[0]].shape)})" if resized else ""]
+        raise SwarmlabError(f"checkpoint {path} does not fit {type(model).__name__}: "
+                            f"{', '.join(p for p in parts if p)} keys: it belongs to another model or configuration")
+    model.load_state_dict(state)
 
 
 @dataclass
@@ -401,12 +419,57 @@ def _epoch_value(p: _Progress, plan_len: int | None, endless: bool):
     return round(p.epoch - 1 + p.pos / plan_len, 4)
 
 
+# ---------------------------------------------------------------------------------------------------- resume
+
+# Settings a resumed run may change: when to stop, and where/how fast it runs (not what it computes).
+RESUMABLE_CHANGES = frozenset({"max_epochs", "max_steps", "time_budget_s", "patience", "device", "num_threads",
+                               "compile", "eval_batch_size", "check_finite_every"})
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_resume(state: dict, cfg: TrainConfig, identity: dict | None, path: Path) -> None:
+    """Refuse, in one line naming the differences, to resume a run whose model, data or training settings differ."""
+    before = {f"train.{k}": v for k, v in state["config"].items() if k not in RESUMABLE_CHANGES}
+    now = {f"train.{k}": v for k, v in asdict(cfg).items() if k not in RESUMABLE_CHANGES}
+    if identity is not None and "identity" in state:
+        before.update(_flat(state["identity"]))
+        now.update(_flat(identity))
+    diff = [f"{k} {before.get(k, '(unset)')!r} -> {now.get(k, '(unset)')!r}" for k in sorted(set(before) | set(now))
+            if before.get(k) != now.get(k)]
+    if diff:
+        shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
+        raise SwarmlabError(f"--resume refused: the run in {path.parent} was made with other settings ({shown}): "
+                            f"put them back, or start over with --restart")
+
+
+def _still_stopped(p: _Progress, cfg: TrainConfig) -> str:
+    """The stop reason of a resumed run, cleared when the raised limit lets it go on."""
+    if p.stopped == "max_epochs" and (not cfg.max_epochs or p.epoch <= cfg.max_epochs):
+        return ""
+    if p.stopped == "max_steps" and (not cfg.max_steps or p.step < cfg.max_steps):
+        return ""
+    if p.stopped == "time_budget" and (not cfg.time_budget_s or p.train_time_s < cfg.time_budget_s):
+        return ""
+    if p.stopped == "early_stopping" and (not cfg.patience or p.bad_evals < cfg.patience):
+        return ""
+    return p.stopped
+
+
 # ----------------------------------------------------------------------------------------------------- fit
 
 
 def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir: str | Path, *,
         resume: bool | str | Path = False, tracker=None, callbacks: tuple[Callable[[TrainState], bool | None], ...] = (),
-        desc: str = "", lr_schedule: Callable[[int], float] | None = None) -> FitResult:
+        desc: str = "", lr_schedule: Callable[[int], float] | None = None, identity: dict | None = None) -> FitResult:
     """Train ``model`` on ``train_data`` (finite or endless), select on ``val_data``; checkpoints in ``out_dir``.
 
     Args:
@@ -414,6 +477,8 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         callbacks: called as ``cb(state: TrainState)`` after each evaluation's checkpoint is written;
             returning True stops training (a sweep scheduler's decision, say).
         lr_schedule: ``step -> multiplier`` of the learning rate (default: ``lr_decay_at``/``lr_decay_factor``).
+        identity: what the run is (model config, task options, data); kept in the checkpoint, and a resume of
+            a run whose identity or training settings differ is refused (``check_resume``).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -443,9 +508,13 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
     ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else out_dir / CHECKPOINT
     if resume and ckpt_path.is_file():
         state = load_checkpoint(ckpt_path, map_location=device)
-        model.load_state_dict(state["model"])
+        if not isinstance(state, dict) or not {"model", "optimizer", "progress", "rng", "config"} <= set(state):
+            raise SwarmlabError(f"{ckpt_path} is not a training checkpoint of this engine: delete it, or run without --resume")
+        check_resume(state, cfg, identity, ckpt_path)
+        load_weights(model, state["model"], ckpt_path)
         optimizer.load_state_dict(state["optimizer"])
         p = _Progress(**state["progress"])
+        p.stopped = _still_stopped(p, cfg)
         _set_rng_state(state["rng"], device)
         if ckpt_path.parent != out_dir:  # resuming from elsewhere (a sweep's restored checkpoint)
             for name in (BEST, BEST_OPTIMIZER):
@@ -460,12 +529,12 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
 
     def checkpoint() -> None:
         _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "progress": asdict(p),
-               "rng": _rng_state(device), "config": asdict(cfg)}, out_dir / CHECKPOINT)
+               "rng": _rng_state(device), "config": asdict(cfg), "identity": identity or {}}, out_dir / CHECKPOINT)
         _write_history(out_dir / HISTORY, p.history)
 
     def backtrack() -> None:
         """Restore the best weights and optimizer state; the learning rate in force times alpha."""
-        model.load_state_dict(load_checkpoint(out_dir / BEST, map_location=device))
+        load_weights(model, load_checkpoint(out_dir / BEST, map_location=device), out_dir / BEST)
         optimizer.load_state_dict(load_checkpoint(out_dir / BEST_OPTIMIZER, map_location=device))
         p.lr_scale *= cfg.backtrack_alpha
         p.backtracks += 1

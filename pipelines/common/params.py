@@ -72,10 +72,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     path = Path(path) if path else PARAMS_FILE
     if not path.is_file():
         raise SwarmlabError(f"params file {path} not found: run from the repo root or pass --params")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise SwarmlabError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise SwarmlabError(f"{path} must be a mapping at the top level")
     defaults = raw.get("defaults")
@@ -90,23 +87,45 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     top_overrides = {k: raw[k] or {} for k in OVERRIDE_SECTIONS if k in raw}
     profiles = raw.get("profiles") or {}
     name = profile or raw.get("profile")
-    if name is None:
-        resolved = copy.deepcopy(defaults)
-    else:
-        if name not in profiles:
-            raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
-        resolved = _merge(defaults, profiles[name] or {}, "", f"{path} (profile {name!r})")
+    if name is None:  # silently falling back to the bare defaults would run settings nobody chose
+        raise SwarmlabError(f"{path} has no `profile:` key: add `profile: cpu` (one of {sorted(profiles)}) or pass --profile")
+    if not isinstance(name, str) or name not in profiles:
+        raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
+    resolved = _merge(defaults, profiles[name] or {}, "", f"{path} (profile {name!r})")
     resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
     resolved["profile"] = name
     resolved["paths"] = raw.get("paths") or {}
+    resolved["params_file"] = str(path)
     return resolved
+
+
+def read_yaml(path: Path):
+    """The parsed YAML file; a syntax error is one line with the file, line and column."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SwarmlabError(f"{where}: not valid YAML: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SwarmlabError(f"cannot read {path}: {exc}") from None
+    return raw
 
 
 def validate_all(path: str | Path | None = None) -> list[str]:
     """Resolve every profile once (so a typo in an unused profile is caught too); returns their names."""
     path = Path(path) if path else PARAMS_FILE
-    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    raw = read_yaml(path)
     names = sorted(raw.get("profiles") or {})
     for name in names:
-        load_params(path, name)
+        params = load_params(path, name)
+        if "tasks" in params:  # a params file of the project's layout: every section's values too
+            from pipelines.common.sections import SECTIONS, section, task_section
+
+            for key in SECTIONS:
+                if key in params:
+                    section(params, key)
+            for key in params["tasks"]:
+                task_section(params, key)
     return names

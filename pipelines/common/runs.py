@@ -30,16 +30,11 @@ def default_task(params: dict, cli_task: str | None = None) -> str:
     return cli_task or params["task"]
 
 
-def task_section(params: dict, task_name: str) -> dict:
-    """``tasks.<task_name>`` of the resolved params; a task without a section is a one-line error."""
-    sections = params.get("tasks") or {}
-    if task_name not in sections:
-        from tasks import list_tasks
+def task_section(params: dict, key: str) -> dict:
+    """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
+    from pipelines.common.sections import task_section as checked
 
-        known = ", ".join(sorted(sections)) or "none"
-        registered = ", ".join(list_tasks())
-        raise SwarmlabError(f"no section tasks.{task_name} in params.yaml (sections: {known}; registered tasks: {registered})")
-    return sections[task_name]
+    return dataclasses.asdict(checked(params, key))
 
 
 def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
@@ -73,15 +68,29 @@ def model_overrides(params: dict, task_name: str) -> dict:
 
 
 def train_settings(params: dict, task_name: str) -> dict:
-    """TrainConfig keywords of ``task_name``: the `train` section, then ``tasks.<task>.train`` on top."""
-    per_task = task_section(params, task_name).get("train") or {}
-    unknown = sorted(set(per_task) - set(ENGINE_KEYS))
-    if unknown:
-        raise SwarmlabError(f"tasks.{task_name}.train: unknown key(s) {', '.join(map(repr, unknown))}; "
-                            f"known: {', '.join(ENGINE_KEYS)}")
-    settings = {k: params["train"][k] for k in ENGINE_KEYS}
+    """TrainConfig keywords of ``task_name``: the `train` section, then ``tasks.<task>.train`` on top; every value
+    is checked where it was written (``train.lr``, ``tasks.<task>.train.lr``)."""
+    import typing
+
+    from pipelines.common.sections import EvaluateConfig, section, seed, source_of
+    from swarmlab.settings import check_value
+
+    per_task = task_section(params, task_name)["train"]
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    hints = typing.get_type_hints(TrainConfig)
+    for where, values in (("train", params["train"]), (f"tasks.{task_name}.train", per_task)):
+        unknown = sorted(set(values) - set(ENGINE_KEYS))
+        if unknown:
+            raise SwarmlabError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(ENGINE_KEYS)} "
+                                f"({source_of(params)})")
+        for key, value in values.items():
+            try:
+                check_value(f"{where}.{key}", value, hints[key], fields[key].metadata.get("rules"))
+            except SwarmlabError as exc:
+                raise SwarmlabError(f"{exc} ({source_of(params)})") from None
+    settings = {k: params["train"][k] for k in ENGINE_KEYS if k in params["train"]}
     settings.update(per_task)
-    settings.update(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"])
+    settings.update(seed=seed(params), eval_batch_size=section(params, "evaluate").batch_size)
     return settings
 
 
@@ -107,8 +116,14 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
         fitting = ", ".join(models.list_models(kind=task.model_kind)) or "none"
         raise SwarmlabError(f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
                             f"{task.model_kind!r} models: {fitting} ({where}.models)")
+    from_data = task.model_kwargs()
+    clash = sorted(k for k in (overrides or {}) if k in from_data and overrides[k] != from_data[k])
+    if clash:  # a 3-class head on 2-class data, say, would train without complaint
+        k = clash[0]
+        raise SwarmlabError(f"{where}.model_overrides.{k}={overrides[k]!r} contradicts the data ({k}={from_data[k]!r} from "
+                            f"task {task.key!r}): remove it")
     try:
-        return models.create_model(name, **{**task.model_kwargs(), **(overrides or {})})
+        return models.create_model(name, **{**from_data, **(overrides or {})})
     except (TypeError, ValueError) as exc:
         raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
 

@@ -137,6 +137,8 @@ def parse_spec(where: str, spec) -> tuple[str, object]:
             raise SwarmlabError(f"{where}.{kind} needs [low, high] as two numbers, got {bounds!r} "
                                 f"(write 5.0e-5, not 5e-5: YAML reads the latter as a string)")
         low, high = bounds
+        if not all(math.isfinite(b) for b in bounds):
+            raise SwarmlabError(f"{where}.{kind}: bounds must be finite numbers, got {bounds!r}")
         if not low < high:
             raise SwarmlabError(f"{where}.{kind}: low {low} must be below high {high} (a constant is a one-element list)")
         if kind == "loguniform" and low <= 0:

@@ -9,6 +9,50 @@ import math
 from pathlib import Path
 
 from pipelines.common.paths import tracking_uri
+from swarmlab.errors import SwarmlabError
+
+DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # SQLAlchemy stores MLflow accepts
+
+
+def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str:
+    """The tracking URI (``$MLFLOW_TRACKING_URI`` or the default sqlite store), or one line saying why it cannot work.
+
+    Checked before any output is touched: a server must answer within ``timeout_s`` (MLflow itself retries for
+    minutes), a sqlite store's folder must be writable, and a URI without a scheme (MLflow would take it for the
+    deprecated file store) or with an unknown one is refused.
+    """
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    uri = uri or tracking_uri()
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.split("+")[0]
+    if scheme == "sqlite":
+        if not uri.startswith("sqlite:///"):
+            raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db")
+        folder = Path(uri[len("sqlite:///"):]).expanduser().resolve().parent
+        if folder.exists() and not os.access(folder, os.W_OK):
+            raise SwarmlabError(f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
+                                f"folder, or run with --no-tracking")
+        return uri
+    if scheme in ("http", "https"):
+        host, port = parsed.hostname, parsed.port or (443 if scheme == "https" else 80)
+        if not host:
+            raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r} names no host: use http://host:port")
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+        except OSError as exc:
+            raise SwarmlabError(f"no MLflow server answers at {uri} within {timeout_s:g} s ({exc.strerror or exc}): start "
+                                f"one (README: Tracking), fix MLFLOW_TRACKING_URI, or run with --no-tracking") from None
+        return uri
+    if scheme in DB_SCHEMES or scheme == "databricks":
+        return uri
+    if scheme in ("", "file"):
+        raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r} is a file store, which MLflow 3 deprecates: use "
+                            f"sqlite:///<path>/mlruns.db or http://host:port")
+    raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
+                        f"http(s)://host:port or a database URI")
 
 
 class NullTracker:
