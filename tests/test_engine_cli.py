@@ -50,7 +50,7 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
 
     # the same run, killed (SIGKILL) after its second checkpoint, then resumed
     proc = run_train(tmp_path / "b", params, wait=False)
-    last = tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer" / "history.csv"
+    last = tmp_path / "b" / "outputs" / "train" / "toy_counting" / ".transformer.run" / "history.csv"  # in progress
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         if last.is_file() and len(last.read_text().splitlines()) >= 3:  # header + 2 evaluations
@@ -60,8 +60,10 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
     assert proc.wait(60) == -signal.SIGKILL, "the run ended before it could be killed"
     done = len(last.read_text().splitlines()) - 1
     assert done < 10
+    assert not (tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer").exists()  # nothing half-done in place
     resumed = run_train(tmp_path / "b", params, "--resume")
     assert resumed.returncode == 0, resumed.stderr
+    assert not last.parent.exists()  # renamed into place
     assert history(tmp_path / "b") == history(tmp_path / "a")
     again = json.loads((tmp_path / "b" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())["transformer"]
     assert {k: v for k, v in again.items() if "time" not in k and "per_s" not in k} == \

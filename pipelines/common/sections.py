@@ -3,7 +3,8 @@ default (``swarmlab.settings.setting``). A stage asks for the sections it reads 
 name)`` before it reads any data or touches any output; a refused value is one line naming the key, the
 value, what is allowed and the params file.
 
-The engine's section, ``train``, is ``pipelines.common.engine.TrainConfig``; a task's options are its own
+The engine's section, ``train``, is ``pipelines.common.engine.TrainConfig`` (checked per task, with
+``tasks.<key>.train`` on top, by ``pipelines.common.runs.train_config``); a task's options are its own
 ``Options`` dataclass (``tasks/base.py``); a model's config is its config dataclass. All of them are checked
 the same way.
 """
@@ -109,12 +110,6 @@ class AugmentConfig:
             raise SettingsError(f"augment.combo_min ({self.combo_min}) must be <= augment.combo_max ({self.combo_max})")
 
 
-def _train_config():
-    from pipelines.common.engine import TrainConfig
-
-    return TrainConfig
-
-
 SECTIONS = {"prepare": PrepareConfig, "augment": AugmentConfig, "tokenize": TokenizeConfig, "evaluate": EvaluateConfig,
             "sweep": SweepConfig}
 
@@ -126,16 +121,10 @@ def source_of(params: dict) -> str:
 
 
 def section(params: dict, name: str):
-    """The checked dataclass of section ``name`` (``train``, ``prepare``, ``augment``, ...)."""
-    if name == "train":
-        cls = _train_config()
-    else:
-        cls = SECTIONS[name]
-    values = params.get(name)
-    if name == "train":  # seed and the evaluation batch come from their own sections
-        values = {**(values or {}), "seed": seed(params), "eval_batch_size": section(params, "evaluate").batch_size}
+    """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``;
+    the engine's ``train`` is checked per task by ``pipelines.common.runs.train_config``)."""
     try:
-        return parse(cls, values, name)
+        return parse(SECTIONS[name], params.get(name), name)
     except SwarmlabError as exc:
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
 
