@@ -97,10 +97,12 @@ def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT
     if not ckpt.is_file():
         raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
-    model = build_model(name, task, model_overrides(params, task.key))
+    model = build_model(name, task, model_overrides(params, task.key, name))
     model.load_state_dict(load_checkpoint(ckpt))
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
+    if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with
+        torch.set_num_threads(cfg.num_threads)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
     ev = params["evaluate"]
