@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from swarmlab.errors import SwarmlabError
 from tasks.base import EndlessData, LossMeter, Task
 from tasks.registry import register_task
-from tasks.set_data import (DIM, MOG_K, MogTask, collate, make_direct_clustering_tasks, make_mog_task, make_mog_tasks,
-                            read_set_tasks, write_set_tasks)
+from tasks.set_data import (DIM, MOG_K, MogTask, balanced_batches, collate, make_direct_clustering_tasks, make_mog_task,
+                            make_mog_tasks, read_set_tasks, write_set_tasks)
 from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
 
 META = "meta.json"
@@ -136,8 +136,6 @@ class DirectSplit:
 
     def batch_plan(self, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
         """The authors' balanced sampler: sort by size, cut into batches, shuffle the batches' order."""
-        from tasks.set_data import balanced_batches
-
         return [torch.tensor(b, dtype=torch.long) for b in balanced_batches(self.sizes, batch_size, generator)]
 
 
