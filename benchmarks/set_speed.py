@@ -1,18 +1,22 @@
 """Set models' training speed on this CPU, one process run: train-step samples/s, median of interleaved rounds.
 
-Each row is ``(name, build_fn)``; ``build_fn(dim_input, dim_output)`` returns a module called as
-``model(x (B, N, dim_input), mask (B, N) bool) -> (B, N, dim_output)``. The first row is the baseline that
-the ratios refer to. Rows are timed interleaved (row 1, row 2, ..., row 1, row 2, ...) so that a noisy,
-shared machine slows all alike; the median and the best round are both reported.
+Each row is ``(group, name, build_fn)``; ``build_fn(dim_input, dim_output)`` returns a module called as
+``model(x (B, N, dim_input), mask (B, N) bool) -> (B, N, dim_output)``. The first row of each group is the
+baseline that the group's ratios refer to. Rows are timed interleaved (row 1, row 2, ..., row 1, row 2, ...)
+so that a noisy, shared machine slows all alike; the median and the best round are both reported.
 
   * train step = forward, cross-entropy of per-entity logits against random cluster labels, zero_grad,
     backward, one Adam step (seed 003 §4.1.3 trains with Adam, batch size 50);
-  * sizes = the seed's best SWARM, 192 hidden units, 10 iterations, 1 layer, on 2-D points, 10 outputs,
-    B = 50 sets of N = 500 entities (all real; the mask is passed, so the masked code path is timed).
+  * sizes: B = 50 sets of N = 500 2-D points (all real; the mask is passed, so the masked code path is timed),
+    10 outputs per entity;
+  * group "swarm": the seed's best SWARM, 192 hidden units, 10 iterations, 1 layer, against a transcription of
+    the authors' layer (tests/reference_swarm.py);
+  * group "isab": the seed's best Set Transformer (32-60-3: width 32, 60 inducing points, 3 ISABs, 4 heads)
+    against the public blocks' structure (tests/reference_set_transformer.py: juho-lee/set_transformer's MAB and
+    ISAB with LayerNorm, a 1-layer rFF, full-width scaling, no masks, the first ISAB on the raw input); ours
+    is timed as registered (rFF depth 4, the SWARM authors' RFF) and with a 1-layer rFF (the public depth).
 
     python benchmarks/set_speed.py [--rounds 3] [--threads 1] [--batch 50] [--entities 500] [--with-plain]
-
-Other set models (Set Transformer, ...) add a row to ROWS.
 """
 from __future__ import annotations
 
@@ -29,18 +33,26 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from models import create_model  # noqa: E402
+from tests.reference_set_transformer import PublicISABEncoder  # noqa: E402
 from tests.reference_swarm import authors_swarm  # noqa: E402
 
 HIDDEN, N_ITER, LAYERS = 192, 10, 1  # seed 003 §4.1.4: SWARM(192-10-1)
+ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # seed 003 Table 2: Set Transformer (32-60-3)
 
 ROWS = [
-    ("authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
+    ("swarm", "authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
      lambda d_in, d_out: authors_swarm(d_in, d_out, HIDDEN, N_ITER, LAYERS, pooling="MEAN", cache=True)),
-    ("swarm (models/swarm.py, fast path)",
+    ("swarm", "swarm (models/swarm.py, fast path)",
      lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
                                       n_iter=N_ITER, num_layers=LAYERS)),
+    ("isab", "public ISAB structure (tests/reference_set_transformer.py, ln=True)",
+     lambda d_in, d_out: PublicISABEncoder(d_in, d_out, ST_HIDDEN, ST_HEADS, ST_INDS, ST_LAYERS, ln=True)),
+    ("isab", "set_transformer_isab (models/set_transformer.py, rFF depth 4)",
+     lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out)),
+    ("isab", "set_transformer_isab, rFF depth 1",
+     lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out, ff_depth=1)),
 ]
-PLAIN_ROW = ("swarm fast=False (plain autograd reference path)",
+PLAIN_ROW = ("swarm", "swarm fast=False (plain autograd reference path)",
              lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
                                               n_iter=N_ITER, num_layers=LAYERS, fast=False))
 
@@ -93,37 +105,36 @@ def main() -> None:
     print(f"# set models, train step, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}")
     print(f"CPU: {cpu_description()}")
-    print(f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}); "
-          f"{args.rounds} rounds after 1 warm-up")
+    print(f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}), "
+          f"Set Transformer ({ST_HIDDEN}-{ST_INDS}-{ST_LAYERS}); {args.rounds} rounds after 1 warm-up")
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(B, N, D_IN, generator=g)
     mask = torch.ones(B, N, dtype=torch.bool)
     labels = torch.randint(0, K, (B, N), generator=g)
     steps = []
-    for name, build in rows:
+    for group, name, build in rows:
         torch.manual_seed(0)
         model = build(D_IN, K)
-        steps.append((name, make_train_step(model, x, mask, labels), sum(p.numel() for p in model.parameters())))
-    for _, step, _ in steps:  # warm-up: Adam state, allocator
+        steps.append((group, name, make_train_step(model, x, mask, labels), sum(p.numel() for p in model.parameters())))
+    for _, _, step, _ in steps:  # warm-up: Adam state, allocator
         step()
-    times = {name: [] for name, _, _ in steps}
+    times = {name: [] for _, name, _, _ in steps}
     for _ in range(args.rounds):
-        for name, step, _ in steps:
+        for _, name, step, _ in steps:
             times[name].append(timed(step))
 
-    base = steps[0][0]
-    med0, best0 = statistics.median(times[base]), min(times[base])
-    print("\n| model | params | median s/step | samples/s | ratio vs first row | best s | ratio (best) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, _, n_params in steps:
+    print("\n| group | model | params | median s/step | samples/s | ratio vs group's first row | best s | ratio (best) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    base = {}
+    for group, name, _, n_params in steps:
         med, best = statistics.median(times[name]), min(times[name])
-        print(f"| {name} | {n_params:,} | {med:.2f} | {B / med:.1f} | {med0 / med:.2f}x | {best:.2f} | "
+        med0, best0 = base.setdefault(group, (med, best))
+        print(f"| {group} | {name} | {n_params:,} | {med:.3f} | {B / med:.1f} | {med0 / med:.2f}x | {best:.3f} | "
               f"{best0 / best:.2f}x |")
-    print(f"\nper-round seconds: " + "; ".join(f"{n.split(' ')[0]}: {', '.join(f'{t:.2f}' for t in ts)}"
+    print("\nper-round seconds: " + "; ".join(f"{n.split(' (')[0]}: {', '.join(f'{t:.3f}' for t in ts)}"
                                              for n, ts in times.items()))
     print(f"load average at end {os.getloadavg()[0]:.1f}; total {time.perf_counter() - t_start:.0f} s")
-
 
 if __name__ == "__main__":
     main()

@@ -84,6 +84,11 @@ class SetTransformer(nn.Module):
     def get_num_params(self) -> int:
         return count_params(self)
 
+    def arch_code(self) -> str:
+        """Seed 003 Table 1 code: (hidden units - inducing points - layers); SAB has no inducing points."""
+        c = self.cfg
+        return f"({c.dim_hidden}-{c.num_inds}-{c.num_layers})" if c.block == "isab" else f"({c.dim_hidden}-{c.num_layers})"
+
 
 @register_model(kind="set", tags=("permutation_equivariant", "baseline"))
 def set_transformer_isab(**overrides) -> SetTransformer:

@@ -99,10 +99,12 @@ def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: 
     if not ckpt.is_file():
         raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
-    model = build_model(name, task, model_overrides(params, task.key))
+    model = build_model(name, task, model_overrides(params, task.key, name))
     load_weights(model, load_checkpoint(ckpt), ckpt)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
+    if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with
+        torch.set_num_threads(cfg.num_threads)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
     ev = section(params, "evaluate")
@@ -135,7 +137,7 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     for name in model_names(params, task_name):  # every setting and checkpoint before the first test batch is read
-        build_model(name, task, model_overrides(params, task_name))
+        build_model(name, task, model_overrides(params, task_name, name))
         ckpt = train_dir(task.key, name, train_root) / BEST
         if not ckpt.is_file():
             raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")

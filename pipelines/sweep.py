@@ -155,6 +155,26 @@ def model_names(requested: list[str], task) -> list[str]:
     return names
 
 
+def configured_models(params: dict, task) -> list[str]:
+    """The models to sweep when ``--models`` is not given: the entries of ``sweep.models`` that fit the task's kind
+    (``all`` = every fitting model), or, when none does (the list names another track's models), the task's own
+    ``tasks.<task>.models``. Unknown names are still errors."""
+    import models
+
+    from pipelines.common.runs import model_names as task_models
+
+    fitting = []
+    for name in params["sweep"]["models"]:
+        if name != "all":
+            try:
+                models.model_entry(name)
+            except KeyError as exc:
+                raise SwarmlabError(f"{exc.args[0]} (sweep.models)") from None
+        if name == "all" or models.model_entry(name).kind == task.model_kind:
+            fitting.append(name)
+    return fitting or task_models(params, task.key)
+
+
 def trial_train_config(params: dict, task_name: str) -> dict:
     """TrainConfig keywords every trial starts from: the task's training settings, with ``sweep.max_epochs``,
     ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
@@ -192,7 +212,7 @@ def model_space(name: str, task, params: dict) -> ResolvedSpace:
     return resolve_space(params["sweep"]["spaces"], task.key, name, model_cfg=model.cfg,
                          train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
                          check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
-                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.key))
+                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.key, name))
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -332,7 +352,8 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, ray_dir:
         m = result.metrics or {}
         values = space.decode(result.config) if all(d.name in result.config for d in space.dims) else {}
         rows.append({"model": name, "trial": Path(result.path).name.removeprefix("trial_"),
-                     "status": "error" if result.error else "ok", metric: m.get(metric), "best_step": m.get("best_step"),
+                     "status": "error" if result.error else "ok", metric: m.get(metric), "num_params": m.get("num_params"),
+                     "best_step": m.get("best_step"),
                      "best_epoch": m.get("best_epoch"), "evaluations": m.get("evaluation"), "mlflow_run_id": m.get("mlflow_run_id") or None,
                      "checkpoint": str(Path(result.checkpoint.path) / "best.pt") if result.checkpoint else None,
                      "metrics": {k: v for k, v in m.items() if k.startswith("best_val_")}, "params": values,
@@ -396,7 +417,7 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
         r["params"] = " ".join(f"{k}={_fmt(v)}" for k, v in r["params"].items())
 
     model_cols = ["rank", "model", metric, "best_step", "best_epoch", "trials", "trials_failed", "params"]
-    trial_cols = ["rank", "model", "trial", "status", metric, "best_step", "best_epoch", "evaluations", "params"]
+    trial_cols = ["rank", "model", "trial", "status", metric, "num_params", "best_step", "best_epoch", "evaluations", "params"]
     md = (f"# Sweep of {task.key} ({params['profile']} profile, sweep {state['sweep_id']})\n\n"
           f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
           + format_table(model_rows, model_cols, markdown=True) + "\n## Trials\n\n"
@@ -431,7 +452,7 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
     cfg = check_settings(params)
     if num_samples is not None and num_samples < 1:
         raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
-    names = model_names(models or cfg["models"], task)
+    names = model_names(models or configured_models(params, task), task)
     task.model_kwargs()  # the data's facts (a missing data folder is the first error)
     spaces = {name: model_space(name, task, params) for name in names}
     max_evaluations(trial_train_config(params, task.key))
@@ -475,7 +496,8 @@ def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="registered task to sweep (default: params `task`)")
     parser.add_argument("--models", default=None, help="comma-separated registered models, or `all` for every model "
-                                                       "that fits the task (default: sweep.models)")
+                                                       "that fits the task (default: the entries of sweep.models that fit "
+                                                       "the task, else tasks.<task>.models)")
     parser.add_argument("--num-samples", type=int, default=None, help="trials per model (default: sweep.num_samples)")
     parser.add_argument("--address", default=None, help="Ray cluster to join, e.g. 127.0.0.1:6379 or auto "
                                                         "(default: $RAY_ADDRESS, else sweep.address, else a local Ray)")

@@ -47,7 +47,7 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
     """
     cfg = train_config(params, task.key)
     set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
-    model = build_model(name, task, model_overrides(params, task.key))
+    model = build_model(name, task, model_overrides(params, task.key, name))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
     if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
@@ -155,7 +155,7 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
     resolve_device(cfg.device)
     for name in names:  # and unknown models or refused configs before the first one trains
-        build_model(name, task, model_overrides(params, task_name))
+        build_model(name, task, model_overrides(params, task_name, name))
     if tracking:
         check_tracking_uri()
     root = Path(out_root) / task_name

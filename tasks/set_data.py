@@ -26,6 +26,8 @@ import pyarrow.parquet as pq
 import torch
 from scipy.stats import invwishart
 
+from swarmlab.errors import SwarmlabError
+
 # §4.1.1, direct amortized clustering
 DIRECT_N = (100, 1000)  # points per task, both ends included ("uniformly between 100 and 1.000")
 DIRECT_K = (3, 10)  # clusters per task, both ends included ("uniformly random between 3 and 10")
@@ -39,8 +41,9 @@ MOG_N = (100, 500)  # points per task, both ends included ("uniformly from the i
 DIM = 2  # both tasks live in R^2
 
 
-class SetDataError(ValueError):
-    """A set-task file is missing, damaged or has the wrong schema (the message names the file)."""
+class SetDataError(SwarmlabError):
+    """A set-task file is missing, damaged or has the wrong schema (one line naming the file; the stages print it
+    as ``error: ...`` without a traceback)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,10 +76,14 @@ def task_rng(seed: int, i: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
 
 
-def make_direct_clustering_task(rng: np.random.Generator) -> ClusteringTask:
-    """Draw one §4.1.1 task: N ~ U{100..1000} points from K ~ U{3..10} Gaussians (see the module docstring)."""
-    n = int(rng.integers(DIRECT_N[0], DIRECT_N[1] + 1))
-    k = int(rng.integers(DIRECT_K[0], DIRECT_K[1] + 1))
+def make_direct_clustering_task(rng: np.random.Generator, n_range: tuple[int, int] = DIRECT_N,
+                                k_range: tuple[int, int] = DIRECT_K) -> ClusteringTask:
+    """Draw one §4.1.1 task: N ~ U{100..1000} points from K ~ U{3..10} Gaussians (see the module docstring).
+
+    ``n_range`` and ``k_range`` (both ends included) replace the paper's sizes, e.g. for a smaller CPU run.
+    """
+    n = int(rng.integers(n_range[0], n_range[1] + 1))
+    k = int(rng.integers(k_range[0], k_range[1] + 1))
     weights = np.full(k, 1.0 / k)
     counts = rng.multinomial(n, weights)  # (K,)
     means = rng.standard_normal((k, DIM))  # (K, 2)
@@ -89,14 +96,20 @@ def make_direct_clustering_task(rng: np.random.Generator) -> ClusteringTask:
     return ClusteringTask(points[order].astype(np.float32), labels[order].astype(np.int64), means, covs, weights)
 
 
-def make_direct_clustering_tasks(n_tasks: int, seed: int) -> list[ClusteringTask]:
+def make_direct_clustering_tasks(n_tasks: int, seed: int, n_range: tuple[int, int] = DIRECT_N,
+                                 k_range: tuple[int, int] = DIRECT_K) -> list[ClusteringTask]:
     """``n_tasks`` §4.1.1 tasks; task i depends only on (seed, i). The paper draws 10,000 (9,000 train)."""
-    return [make_direct_clustering_task(task_rng(seed, i)) for i in range(n_tasks)]
+    return [make_direct_clustering_task(task_rng(seed, i), n_range, k_range) for i in range(n_tasks)]
 
 
-def make_mog_task(rng: np.random.Generator) -> MogTask:
-    """Draw one §4.2 task: N ~ U{100..500} points from 4 isotropic Gaussians (sigma 0.3), Dirichlet(1) weights."""
-    n = int(rng.integers(MOG_N[0], MOG_N[1] + 1))
+def make_mog_task(rng: np.random.Generator, n_range: tuple[int, int] = MOG_N, n: int | None = None) -> MogTask:
+    """Draw one §4.2 task: N ~ U{100..500} points from 4 isotropic Gaussians (sigma 0.3), Dirichlet(1) weights.
+
+    ``n_range`` (both ends included) replaces the paper's sizes; ``n`` fixes N instead of drawing it (the authors'
+    ``data_fn`` draws one N per batch, so a batch needs no padding).
+    """
+    if n is None:
+        n = int(rng.integers(n_range[0], n_range[1] + 1))
     pi = rng.dirichlet(np.ones(MOG_K))  # (4,)
     mu = rng.uniform(*MOG_MEAN_RANGE, size=(MOG_K, DIM))  # (4, 2)
     labels = rng.choice(MOG_K, size=n, p=pi).astype(np.int64)  # (N,)
@@ -104,9 +117,9 @@ def make_mog_task(rng: np.random.Generator) -> MogTask:
     return MogTask(points.astype(np.float32), labels, pi, mu, np.full((MOG_K, DIM), MOG_SIGMA))
 
 
-def make_mog_tasks(n: int, seed: int) -> list[MogTask]:
+def make_mog_tasks(n: int, seed: int, n_range: tuple[int, int] = MOG_N) -> list[MogTask]:
     """``n`` §4.2 tasks; task i depends only on (seed, i)."""
-    return [make_mog_task(task_rng(seed, i)) for i in range(n)]
+    return [make_mog_task(task_rng(seed, i), n_range) for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

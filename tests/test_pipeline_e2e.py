@@ -39,7 +39,9 @@ def test_smoke_profile_through_dvc(tmp_path):
     proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb"):
+    sets = {"data@clustering_direct", "data@clustering_mog", "train@clustering_direct", "evaluate@clustering_direct",
+            "train@clustering_mog", "evaluate@clustering_mog", "frontier@clustering_direct"}
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets)):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -67,8 +69,9 @@ def test_smoke_profile_through_dvc(tmp_path):
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling"}
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == {"train@imdb", "evaluate@imdb"}  # -S +train.lr=
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets}
+    trained = {f"{stage}@{key}" for stage in ("train", "evaluate") for key in ("imdb", "clustering_direct", "clustering_mog")}
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained  # -S +train.lr=
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",

@@ -62,3 +62,19 @@ def test_the_data_stage_refuses_a_task_with_stages_of_its_own(tmp_path):
 
     with pytest.raises(SwarmlabError, match="has no data@ stage"):
         build(params_with(), "imdb", report_root=tmp_path)
+
+
+def test_model_overrides_may_hold_fields_for_one_model_only():
+    from pipelines.common.runs import model_overrides
+
+    params = params_with()
+    params["tasks"]["clustering_mog"]["model_overrides"] = {"dim_hidden": 8, "swarm": {"head": "mean", "n_iter": 2},
+                                                            "set_transformer_isab": {"head": "pma", "dim_hidden": 16}}
+    assert model_overrides(params, "clustering_mog", "swarm") == {"dim_hidden": 8, "head": "mean", "n_iter": 2}
+    assert model_overrides(params, "clustering_mog", "set_transformer_isab") == {"dim_hidden": 16, "head": "pma"}
+    assert model_overrides(params, "clustering_mog") == {"dim_hidden": 8}
+    task = make_task(params, "clustering_mog")
+    assert build_model("set_transformer_isab", task, model_overrides(params, "clustering_mog", "set_transformer_isab")).cfg.head == "pma"
+    params["tasks"]["clustering_mog"]["model_overrides"] = {"swram": {"head": "mean"}}
+    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping but no registered model is called 'swram'"):
+        model_overrides(params, "clustering_mog", "swarm")

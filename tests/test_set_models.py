@@ -328,3 +328,15 @@ def test_default_sizes_are_the_papers_best_codes():
     assert (models.create_model("lstm").cfg.dim_hidden, models.create_model("lstm").cfg.num_layers) == (128, 3)
     assert models.create_model("lstm_sorted").cfg.dim_hidden == 64
     assert models.create_model("set_transformer_isab").get_num_params() == 57_642
+
+
+def test_the_public_isab_transcription_is_permutation_equivariant():
+    """tests/reference_set_transformer.py (the benchmark's public-ISAB rows) computes a set function, as theirs."""
+    from tests.reference_set_transformer import PublicISABEncoder
+
+    torch.manual_seed(0)
+    model = PublicISABEncoder(2, 10, dim_hidden=16, num_heads=4, num_inds=5, num_layers=2).eval()
+    x = torch.randn(3, 12, 2)
+    perm = torch.randperm(12)
+    assert torch.allclose(model(x)[:, perm], model(x[:, perm]), atol=1e-5)
+    assert model.blocks[0].mab0.fc_k.in_features == 2  # the first ISAB reads the raw points, no embedding

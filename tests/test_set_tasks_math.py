@@ -13,6 +13,7 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
+from swarmlab.errors import SwarmlabError
 from tasks.set_data import (
     ClusteringTask,
     MogTask,
@@ -163,7 +164,7 @@ def test_missing_damaged_and_foreign_files_are_one_line_errors(tmp_path):
     foreign = tmp_path / "foreign.parquet"
     pq.write_table(pa.table({"text": ["a"]}), foreign)
     one_line_error(foreign, "not a set-task collection")
-    assert issubclass(SetDataError, ValueError)
+    assert issubclass(SetDataError, SwarmlabError)  # printed by the stages as one line, without a traceback
 
 
 def test_schema_and_length_mismatches_are_one_line_errors(tmp_path):

@@ -7,7 +7,8 @@ params.yaml holds one section per task::
     tasks:
       imdb:
         models: [swarmformer_small]   # registered models of the task's kind
-        model_overrides: {}           # config fields for every model of the task (a model lacking one is an error)
+        model_overrides: {}           # config fields for every model of the task (a model lacking one is an error);
+                                      # {<model>: {...}} adds fields for one model only
         train: {}                     # engine settings that differ from the `train` section for this task
         options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
       mnist:
@@ -63,8 +64,28 @@ def model_names(params: dict, task_name: str) -> list[str]:
     return names
 
 
-def model_overrides(params: dict, task_name: str) -> dict:
-    return dict(task_section(params, task_name).get("model_overrides") or {})
+def model_overrides(params: dict, task_name: str, model: str | None = None) -> dict:
+    """Config fields for ``model`` from ``tasks.<task>.model_overrides``.
+
+    Plain entries apply to every model of the task; an entry named after a registered model that holds a mapping
+    applies to that model only, on top (``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``),
+    so models with different config fields can share a task section.
+    """
+    import models
+
+    raw = dict(task_section(params, task_name).get("model_overrides") or {})
+    registered = set(models.list_models())
+    shared, own = {}, {}
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            if key not in registered:
+                raise SwarmlabError(f"tasks.{task_name}.model_overrides.{key} is a mapping but no registered model is "
+                                    f"called {key!r}: per-model overrides go under a model's name")
+            if key == model:
+                own = dict(value)
+        else:
+            shared[key] = value
+    return {**shared, **own}
 
 
 def train_settings(params: dict, task_name: str) -> dict:

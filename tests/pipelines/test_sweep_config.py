@@ -90,6 +90,40 @@ def test_every_text_model_gets_a_valid_space_in_every_profile(profile, model):
     assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
 
 
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("model", models.list_models(kind="set"))
+def test_every_set_model_gets_a_valid_clustering_space_in_every_profile(profile, model):
+    from pipelines.common.runs import make_task
+
+    params = load_params(profile=profile)
+    space = model_space(model, make_task(params, "clustering_direct"), params)
+    assert space.dims and space.source.startswith("sweep.spaces.clustering_direct.")
+    cfg_fields = {f.name for f in dataclasses.fields(models.create_model(model).cfg)}
+    assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
+
+
+def test_clustering_direct_spaces_are_the_seeds_table_1():
+    spaces = load_params(profile="paper")["sweep"]["spaces"]["clustering_direct"]
+    assert spaces["swarm"] == {"dim_hidden": [16, 32, 48, 64, 96, 128, 192], "n_iter": [2, 5, 10, 20], "num_layers": [1, 2]}
+    assert spaces["set_transformer_isab"]["num_inds"] == [10, 20, 40, 60, 80]
+    assert spaces["lstm*"] == {"dim_hidden": [16, 32, 64, 128], "num_layers": [1, 2, 3]}
+
+
+def test_a_task_sweeps_its_own_models_when_sweep_models_name_another_tracks():
+    from pipelines.common.runs import make_task
+    from pipelines.sweep import configured_models
+
+    params = load_params(profile="smoke")
+    assert configured_models(params, IMDB) == ["swarmformer_small"]
+    direct = make_task(params, "clustering_direct")
+    assert configured_models(params, direct) == params["tasks"]["clustering_direct"]["models"]
+    params["sweep"]["models"] = ["swarmformer_small", "swarm"]
+    assert configured_models(params, direct) == ["swarm"]
+    params["sweep"]["models"] = ["swram"]
+    with pytest.raises(SwarmlabError, match=r"unknown model 'swram'.*\(sweep.models\)"):
+        configured_models(params, direct)
+
+
 @dataclasses.dataclass
 class ToyConfig:
     vocab_size: int = 100

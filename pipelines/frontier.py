@@ -1,0 +1,166 @@
+"""Stage `frontier@<task>`: the validation score against the parameter count per model family, each family's
+frontier dashed, as seed 003 Figure 2.
+
+Points: every model of ``reports/train/<task>/metrics.json`` (the train stage) and, when a sweep of the task
+has run, every finished trial of ``reports/sweep/<task>/summary.csv`` (its best validation score; the parameter
+count from the ``num_params`` column, or from the model rebuilt with the trial's params). A point is on its
+family's frontier when no model of the family with at most as many parameters scores better. The bar at the right
+end of a frontier marks the largest model of the family that was tried. Codes beside the points follow seed 003
+Table 1 (hidden units - inducing points - iterations - layers, the fields a model has).
+
+Writes ``reports/frontier/<task>/frontier.png``, ``frontier.md`` (the best model per family) and
+``frontier.json`` (every point). A sweep's results are read when present but are not a DVC dependency (sweeps
+run outside the default pipeline): after a sweep, ``dvc repro --force frontier@<task>``.
+
+    python -m pipelines.frontier [--task T] [--profile P]
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.paths import REPORTS_DIR
+from pipelines.common.runs import build_model, default_task, make_task, model_overrides, report_dir
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_write_text
+
+CODE_FIELDS = ("dim_hidden", "d_model", "num_inds", "n_iter", "num_layers")  # seed 003 Table 1: a-b-c-d
+
+
+def arch_code(model) -> str:
+    """``model.arch_code()`` when the model defines it, else the Table 1 fields its config has: ``(192-10-1)``."""
+    if hasattr(model, "arch_code"):
+        return model.arch_code()
+    cfg = dataclasses.asdict(model.cfg)
+    return "(" + "-".join(str(cfg[f]) for f in CODE_FIELDS if f in cfg) + ")"
+
+
+def _parse_params(text: str) -> dict:
+    """``"dim_hidden=32 lr=0.0100"`` (the sweep summary's params column) -> ``{"dim_hidden": 32, "lr": 0.01}``."""
+    out = {}
+    for token in (text or "").split():
+        key, _, value = token.partition("=")
+        out[key] = yaml.safe_load(value) if value else None
+    return out
+
+
+def frontier_flags(points: list[dict], score: str, mode: str) -> list[bool]:
+    """Per point: True when no point of its family with at most as many parameters scores better (of equal
+    points, the first one listed)."""
+    sign = -1.0 if mode == "max" else 1.0
+    flags = [False] * len(points)
+    for family in dict.fromkeys(p["family"] for p in points):
+        own = sorted((i for i, p in enumerate(points) if p["family"] == family),
+                     key=lambda i: (points[i]["num_params"], sign * points[i][score], i))
+        best = math.inf
+        for i in own:  # by size, then by score: a point is on the frontier when it beats every smaller one
+            if sign * points[i][score] < best:
+                flags[i], best = True, sign * points[i][score]
+    return flags
+
+
+def collect_points(params: dict, task, report_root: Path) -> list[dict]:
+    """The train stage's models and the sweep's finished trials of ``task`` as points (family, code, params, score)."""
+    score = f"val_{task.monitor}"
+    train_file = report_dir("train", task.key, report_root) / "metrics.json"
+    if not train_file.is_file():
+        raise SwarmlabError(f"{train_file} is missing: train the task's models first (dvc repro train@{task.key})")
+    points = []
+    for name, m in json.loads(train_file.read_text()).items():
+        if m.get(score) is None:
+            continue
+        model = build_model(name, task, model_overrides(params, task.key, name))
+        points.append({"family": name, "source": "train", "code": arch_code(model), "num_params": int(m["num_params"]),
+                       score: float(m[score])})
+    sweep_file = report_dir("sweep", task.key, report_root) / "summary.csv"
+    if sweep_file.is_file():
+        objective = f"best_val_{task.monitor}"
+        for row in csv.DictReader(sweep_file.open()):
+            if row.get("status") != "ok" or not row.get(objective):
+                continue
+            name = row["model"]
+            base = model_overrides(params, task.key, name)
+            probe = build_model(name, task, base)
+            fields = {f.name for f in dataclasses.fields(probe.cfg)}
+            values = {k: v for k, v in _parse_params(row.get("params", "")).items() if k in fields}
+            model = build_model(name, task, {**{k: v for k, v in base.items() if k in fields}, **values})
+            n = int(float(row["num_params"])) if row.get("num_params") else model.get_num_params()
+            points.append({"family": name, "source": f"sweep {row.get('trial', '')}".strip(), "code": arch_code(model),
+                           "num_params": n, score: float(row[objective])})
+    if not points:
+        raise SwarmlabError(f"{train_file} holds no model with a {score}: nothing to plot")
+    return points
+
+
+def plot(points: list[dict], score: str, path: Path, title: str) -> Path:
+    from swarmlab.plots import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    families = list(dict.fromkeys(p["family"] for p in points))
+    for i, family in enumerate(families):
+        color = f"C{i % 10}"
+        own = sorted((p for p in points if p["family"] == family), key=lambda p: p["num_params"])
+        front = [p for p in own if p["frontier"]]
+        rest = [p for p in own if not p["frontier"]]
+        if rest:
+            ax.scatter([p["num_params"] for p in rest], [p[score] for p in rest], color=color, alpha=0.25, s=14)
+        ax.plot([p["num_params"] for p in front], [p[score] for p in front], "--o", color=color, ms=5, label=family)
+        ax.plot([own[-1]["num_params"]], [front[-1][score]], "|", color=color, ms=14, mew=2)  # the largest model tried
+        for p in front:
+            ax.annotate(p["code"], (p["num_params"], p[score]), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=color)
+    ax.set_xscale("log")
+    ax.set(xlabel="parameters", ylabel=f"validation {score.removeprefix('val_')}", title=title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def frontier(params: dict, task_name: str | None = None, *, report_root: Path = REPORTS_DIR) -> dict:
+    """Collect the points of a task, mark each family's frontier, write the plot and the tables; returns the table."""
+    task = make_task(params, default_task(params, task_name))
+    score = f"val_{task.monitor}"
+    points = collect_points(params, task, report_root)
+    for p, flag in zip(points, frontier_flags(points, score, task.mode)):
+        p["frontier"] = flag
+    pick = max if task.mode == "max" else min
+    best = {}
+    for family in dict.fromkeys(p["family"] for p in points):
+        own = [p for p in points if p["family"] == family]
+        b = pick(own, key=lambda p: p[score])
+        best[family] = {"code": b["code"], "num_params": b["num_params"], score: b[score], "source": b["source"],
+                        "points": len(own)}
+    ranked = sorted(best.items(), key=lambda kv: kv[1][score], reverse=task.mode == "max")
+    out = report_dir("frontier", task.key, report_root)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(points, score, out / "frontier.png", f"{task.key} ({params['profile']} profile): {score} against parameters")
+    lines = [f"| family | code | parameters | {score} | from | points |", "|---|---|---:|---:|---|---:|"]
+    lines += [f"| {f} | {b['code']} | {b['num_params']:,} | {b[score]:.4f} | {b['source']} | {b['points']} |" for f, b in ranked]
+    atomic_write_text(out / "frontier.md", f"# {task.key}: best model per family ({params['profile']} profile)\n\n"
+                      + "\n".join(lines) + "\n")
+    atomic_write_text(out / "frontier.json", json.dumps({"score": score, "mode": task.mode, "best": dict(ranked),
+                                                         "points": points}, indent=2) + "\n")
+    print("\n".join(lines), flush=True)
+    return dict(ranked)
+
+
+@cli
+def main(argv=None) -> None:
+    parser = stage_parser(__doc__.splitlines()[0])
+    parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose models to plot")
+    args = parser.parse_args(argv)
+    frontier(params_from(args), args.task)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,543 @@
+"""Seed 003's amortized-clustering tasks (SWARM mappings, §4.1 and §4.2) on the task contract.
+
+* ``clustering_direct`` (§4.1): every point of a task gets logits over ``slots`` cluster slots; the loss is the
+  Hungarian-matched negative log-likelihood (``tasks.set_losses.hungarian_matched_nll``), computed in fp32.
+  Data: ``build_data`` (the generic ``data@clustering_direct`` stage) draws ``train_tasks + val_tasks`` tasks
+  from ``data_seed`` and splits them in that order (the paper's 9,000 / 1,000; the authors'
+  ``create_data_loders`` takes the first 90% for training), plus ``test_tasks`` more from ``test_seed``: the
+  paper has no test split (it reports validation), but the evaluate stage reads ``test`` once, so a fixed test
+  split of 1,000 tasks from the same generator is written too. Training batches group sets of similar size
+  (the authors' balanced sampler, ``batch_plan``). Metrics: loss, matched accuracy and adjusted Rand index, each
+  a mean over tasks.
+* ``clustering_mog`` (§4.2): the model gives one vector of K * (2 * dim + 1) numbers per task (a set model with
+  ``head: mean`` or ``head: pma``), read as (pi, mu, sigma) by ``mog_params_from_output``; the loss is minus the
+  mean per-point log-likelihood. Training data is endless (a fresh batch of tasks per step from (seed, step),
+  one N per batch as the authors' ``data_fn``, so nothing is padded); validation and test are fixed sets written
+  by ``build_data``. Metrics: loss, ``loglik`` (= -loss, Table 3's number), the ``oracle_loglik`` under the true
+  parameters and the gap between them.
+
+Evaluation splits are ordered by set size, starting from the median size: the engine cuts them into consecutive
+batches, which then need little padding, and the first task (the one ``report`` draws) is a typical one.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from swarmlab.errors import SwarmlabError
+from tasks.base import EndlessData, LossMeter, Task
+from tasks.registry import register_task
+from tasks.set_data import (DIM, MOG_K, MogTask, balanced_batches, collate, make_direct_clustering_tasks, make_mog_task,
+                            make_mog_tasks, read_set_tasks, write_set_tasks)
+from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
+
+META = "meta.json"
+
+
+# ------------------------------------------------------------------------------------------------- options
+
+
+def _check_range(name: str, low: int, high: int, floor: int) -> None:
+    if not floor <= low <= high:
+        raise ValueError(f"{name}_min and {name}_max must satisfy {floor} <= {name}_min <= {name}_max, got {low} and {high}")
+
+
+@dataclass
+class DirectOptions:
+    data_dir: str = "data/clustering_direct"  # build_data's output (relative to the work folder)
+    train_tasks: int = 9000  # §4.1.1: 10,000 tasks, 9,000 for training ...
+    val_tasks: int = 1000  # ... and 1,000 for validation
+    test_tasks: int = 1000  # not in the paper (it reports validation): a fixed test split for the evaluate stage
+    n_min: int = 100  # points per task ~ U{n_min..n_max}: §4.1.1 "uniformly between 100 and 1.000"
+    n_max: int = 1000
+    k_min: int = 3  # clusters per task ~ U{k_min..k_max}: §4.1.1 "between 3 and 10"
+    k_max: int = 10
+    slots: int = 10  # cluster slots the model scores per point (the authors' n_out = 10); >= k_max
+    data_seed: int = 0  # train + val: "sampled once with a fixed random seed" (the authors' create_data_loders(seed=0))
+    test_seed: int = 1  # the test split's own seed
+
+    def __post_init__(self):
+        for name in ("train_tasks", "val_tasks", "test_tasks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        _check_range("n", self.n_min, self.n_max, 1)
+        _check_range("k", self.k_min, self.k_max, 1)
+        if self.slots < self.k_max:
+            raise ValueError(f"slots={self.slots} is below k_max={self.k_max}: the model needs a slot per cluster; "
+                             f"raise slots or lower k_max")
+        if self.data_seed == self.test_seed:
+            raise ValueError(f"data_seed and test_seed are both {self.data_seed}: the test split would repeat the "
+                             f"training tasks; give the test split a seed of its own")
+
+
+@dataclass
+class MogOptions:
+    data_dir: str = "data/clustering_mog"  # build_data's output: the fixed validation and test sets
+    n_min: int = 100  # points per task ~ U{n_min..n_max}: §4.2 "uniformly from the interval [100, 500]"
+    n_max: int = 500
+    val_tasks: int = 1000  # fixed validation set (the authors draw 100 fresh batches of 10 at every validation)
+    test_tasks: int = 10000  # §4.2 "a test log-likelihood of another 10.000 tasks"
+    val_seed: int = 0  # the training stream is seeded by (the run's seed, step): a different stream from these
+    test_seed: int = 1
+
+    def __post_init__(self):
+        for name in ("val_tasks", "test_tasks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        _check_range("n", self.n_min, self.n_max, 1)
+        if self.val_seed == self.test_seed:
+            raise ValueError(f"val_seed and test_seed are both {self.val_seed}: give the test set a seed of its own")
+
+
+# ---------------------------------------------------------------------------------------------------- data
+
+
+def eval_order(sizes: np.ndarray) -> np.ndarray:
+    """Indices sorted by size, rotated to start at the median size (see the module docstring)."""
+    order = np.argsort(np.asarray(sizes), kind="stable")
+    mid = len(order) // 2
+    return np.concatenate([order[mid:], order[:mid]])
+
+
+class DirectSplit:
+    """Direct-clustering tasks in memory: ``get_batch`` pads a batch to its largest set and adds the masks.
+
+    Batch: ``x`` (B, N, 2) float, ``labels`` (B, N) long (-1 at padding), ``mask`` (B, N) bool (True = real point),
+    and the generating mixture for the report: ``k`` (B,), ``means`` (B, S, 2), ``covs`` (B, S, 2, 2), zero
+    beyond each task's k.
+    """
+
+    def __init__(self, tasks: list, slots: int):
+        self.tasks, self.slots = tasks, slots
+        self.sizes = np.array([len(t.points) for t in tasks], np.int64)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def reordered(self, order: np.ndarray) -> "DirectSplit":
+        return DirectSplit([self.tasks[i] for i in order], self.slots)
+
+    def get_batch(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        tasks = [self.tasks[i] for i in idx.tolist()]
+        x, labels, mask = collate([t.points for t in tasks], [t.labels for t in tasks])
+        B, S = len(tasks), self.slots
+        means, covs = np.zeros((B, S, DIM), np.float32), np.zeros((B, S, DIM, DIM), np.float32)
+        for b, t in enumerate(tasks):
+            means[b, :len(t.means)], covs[b, :len(t.covs)] = t.means, t.covs
+        return {"x": x, "labels": labels, "mask": mask, "k": torch.tensor([len(t.means) for t in tasks]),
+                "means": torch.from_numpy(means), "covs": torch.from_numpy(covs)}
+
+    def batch_plan(self, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+        """The authors' balanced sampler: sort by size, cut into batches, shuffle the batches' order."""
+        return [torch.tensor(b, dtype=torch.long) for b in balanced_batches(self.sizes, batch_size, generator)]
+
+
+def mog_batch(tasks: list[MogTask]) -> dict[str, torch.Tensor]:
+    """``x`` (B, N, 2), ``mask`` (B, N) and the true ``pi`` (B, K), ``mu`` (B, K, 2), ``sigma`` (B, K, 2)."""
+    x, _, mask = collate([t.points for t in tasks], [np.zeros(len(t.points), np.int64) for t in tasks])
+    return {"x": x, "mask": mask,
+            "pi": torch.as_tensor(np.stack([t.pi for t in tasks]), dtype=torch.float32),
+            "mu": torch.as_tensor(np.stack([t.mu for t in tasks]), dtype=torch.float32),
+            "sigma": torch.as_tensor(np.stack([t.sigma for t in tasks]), dtype=torch.float32)}
+
+
+class MogSplit:
+    """A fixed mixture-of-Gaussians set (validation or test) in memory."""
+
+    def __init__(self, tasks: list[MogTask]):
+        self.tasks = tasks
+        self.sizes = np.array([len(t.points) for t in tasks], np.int64)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def reordered(self, order: np.ndarray) -> "MogSplit":
+        return MogSplit([self.tasks[i] for i in order])
+
+    def get_batch(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        return mog_batch([self.tasks[i] for i in idx.tolist()])
+
+
+class MogStream(EndlessData):
+    """Fresh §4.2 tasks for every step: batch ``step`` depends only on (seed, step), so no task is seen twice and a
+    resumed run sees the batches an uninterrupted one would. One N ~ U{n_min..n_max} per batch (the authors'
+    ``data_fn``), so the batch needs no padding."""
+
+    def __init__(self, n_range: tuple[int, int]):
+        self.n_range = n_range
+
+    def batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+        first, *children = np.random.SeedSequence([seed, step]).spawn(batch_size + 1)
+        n = int(np.random.default_rng(first).integers(self.n_range[0], self.n_range[1] + 1))
+        return mog_batch([make_mog_task(np.random.default_rng(c), n=n) for c in children])
+
+
+def _read_meta(task: Task, expected: dict) -> dict:
+    """``meta.json`` of the task's data folder, checked against the options that generated it."""
+    path = task.data_dir / META
+    hint = f"python -m pipelines.data --task {task.key} (dvc repro data@{task.key})"
+    if not path.is_file():
+        raise SwarmlabError(f"{path} is missing: build the task's data first: {hint}")
+    meta = json.loads(path.read_text())
+    built = meta.get("options", {})
+    differ = [f"{k} {built.get(k)!r} -> {v!r}" for k, v in expected.items() if built.get(k) != v]
+    if differ:
+        raise SwarmlabError(f"{task.data_dir} was built with other options than tasks.{task.key}.options "
+                            f"({', '.join(differ)}): rebuild it: {hint}")
+    return meta
+
+
+def _write_meta(out_dir: Path, kind: str, options: dict, splits: dict) -> None:
+    (out_dir / META).write_text(json.dumps({"kind": kind, "options": options, "splits": splits}, indent=2) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------- metrics
+
+
+def contingency(labels: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, slots: int) -> torch.Tensor:
+    """(B, S, S) long counts of the real points by (true cluster, predicted slot), one ``index_add_``, no host sync."""
+    B, N = labels.shape
+    flat = (torch.arange(B, device=labels.device)[:, None] * slots + labels.clamp(0, slots - 1)) * slots + pred  # (B, N)
+    flat = torch.where(mask, flat, torch.full_like(flat, B * slots * slots))  # padding -> one extra bin
+    counts = torch.zeros(B * slots * slots + 1, dtype=torch.long, device=labels.device)
+    counts.index_add_(0, flat.reshape(-1), torch.ones_like(flat.reshape(-1)))
+    return counts[:-1].view(B, slots, slots)
+
+
+def ari_from_tables(tables: np.ndarray) -> np.ndarray:
+    """Adjusted Rand index of every (true x predicted) contingency table in ``tables`` (T, K, S), vectorised.
+
+    The formula and the degenerate case of ``tasks.set_losses.adjusted_rand_index`` (1.0 when max == expected).
+    """
+    t = tables.astype(np.float64)
+
+    def pairs(x: np.ndarray, axes) -> np.ndarray:
+        return (x * (x - 1) / 2).sum(axis=axes)
+
+    index, sum_a, sum_b = pairs(t, (1, 2)), pairs(t.sum(axis=2), 1), pairs(t.sum(axis=1), 1)
+    n = t.sum(axis=(1, 2))
+    total = n * (n - 1) / 2
+    expected = np.where(total > 0, sum_a * sum_b / np.maximum(total, 1), 0.0)
+    best = (sum_a + sum_b) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(best == expected, 1.0, (index - expected) / (best - expected))
+
+
+def accuracy_from_tables(tables: np.ndarray) -> np.ndarray:
+    """Per table, the share of points on the diagonal of the best one-to-one cluster <-> slot matching (the
+    ``tasks.set_losses.matched_accuracy`` of the task); 1 for an empty table."""
+    from scipy.optimize import linear_sum_assignment
+
+    out = np.ones(len(tables))
+    for i, table in enumerate(tables):
+        n = table.sum()
+        if n:
+            r, c = linear_sum_assignment(table, maximize=True)
+            out[i] = table[r, c].sum() / n
+    return out
+
+
+class DirectClusteringMeter(LossMeter):
+    """Loss, matched accuracy and ARI of direct clustering, each a mean over tasks.
+
+    ``update`` stays on the device: it adds each task's (true cluster x predicted slot) contingency table to a
+    list; ``compute`` moves them to the host once and runs the Hungarian matchings and the ARI there. It also keeps
+    the first task it sees (the report draws it).
+    """
+
+    def __init__(self, slots: int):
+        super().__init__()
+        self.slots = slots
+        self.tables: list[torch.Tensor] = []  # (B, S, S) long per batch, on the outputs' device
+        self.example: dict | None = None
+
+    def update(self, outputs: torch.Tensor, batch: dict, loss: torch.Tensor | None = None) -> None:
+        super().update(outputs, batch, loss)
+        logits = outputs.detach()
+        pred = logits.argmax(dim=-1)  # (B, N)
+        slots = max(self.slots, logits.shape[-1])
+        self.tables.append(contingency(batch["labels"], batch["mask"], pred, slots))
+        if self.example is None:
+            self.example = {k: batch[k][0].detach().clone() for k in ("x", "labels", "mask", "k", "means", "covs")}
+            self.example["probs"] = torch.softmax(logits[0].float(), dim=-1)  # (N, S)
+
+    def per_task(self) -> dict[str, np.ndarray]:
+        tables = torch.cat(self.tables).cpu().numpy() if self.tables else np.zeros((0, self.slots, self.slots))
+        return {"matched_accuracy": accuracy_from_tables(tables), "ari": ari_from_tables(tables)}
+
+    def compute(self) -> dict[str, float]:
+        out = super().compute()
+        for name, values in self.per_task().items():
+            if len(values):
+                out[name] = float(values.mean())
+        return out
+
+
+class MogMeter(LossMeter):
+    """Loss (= minus the mean per-point log-likelihood), ``loglik``, the ``oracle_loglik`` under the true mixture
+    and ``loglik_gap`` = oracle - model, means over tasks accumulated on the device. Keeps the first task seen."""
+
+    def __init__(self, num_clusters: int):
+        super().__init__()
+        self.num_clusters = num_clusters
+        self.oracle_sum: torch.Tensor | None = None
+        self.example: dict | None = None
+
+    def update(self, outputs: torch.Tensor, batch: dict, loss: torch.Tensor | None = None) -> None:
+        super().update(outputs, batch, loss)
+        with torch.no_grad():
+            oracle = mog_log_likelihood(batch["x"], batch["mask"], batch["pi"], batch["mu"], batch["sigma"]).double().sum()
+        self.oracle_sum = oracle if self.oracle_sum is None else self.oracle_sum + oracle
+        if self.example is None:
+            pi, mu, sigma = mog_params_from_output(outputs.detach()[:1].float(), self.num_clusters, DIM)
+            self.example = {k: batch[k][0].detach().clone() for k in ("x", "mask", "pi", "mu", "sigma")}
+            self.example.update(pred_pi=pi[0], pred_mu=mu[0], pred_sigma=sigma[0])
+
+    def compute(self) -> dict[str, float]:
+        out = super().compute()
+        if "loss" in out:
+            out["loglik"] = -out["loss"]
+        if self.oracle_sum is not None and self.rows:
+            out["oracle_loglik"] = float(self.oracle_sum) / self.rows
+            if "loglik" in out:
+                out["loglik_gap"] = out["oracle_loglik"] - out["loglik"]
+        return out
+
+
+# --------------------------------------------------------------------------------------------------- tasks
+
+
+def _fp32(like: torch.Tensor):
+    """No autocast inside a loss: log-softmax and log-likelihoods run in fp32 whatever the forward ran in."""
+    return torch.autocast(like.device.type, enabled=False)
+
+
+class _SetTask(Task):
+    model_kind = "set"
+    monitor = "loss"
+    mode = "min"
+    item_name = "tasks"
+
+    @functools.cached_property
+    def _splits(self) -> dict:
+        return {}  # split name -> loaded split, shared by the models one stage trains in turn
+
+    def _generation_options(self) -> dict:
+        """The options the data folder depends on (all but data_dir)."""
+        return {k: v for k, v in asdict(self.options).items() if k != "data_dir"}
+
+    def _load(self, split: str, make):
+        if split not in self._splits:
+            _read_meta(self, self._generation_options())
+            self._splits[split] = make(read_set_tasks(self.data_dir / f"{split}.parquet"))
+        return self._splits[split]
+
+    def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
+        return model(batch["x"], batch["mask"])
+
+
+@register_task
+class ClusteringDirectTask(_SetTask):
+    """§4.1 direct amortized clustering: per-point logits over ``slots`` slots, Hungarian-matched NLL."""
+
+    name = "clustering_direct"
+    Options = DirectOptions
+
+    def model_kwargs(self) -> dict:
+        return {"dim_input": DIM, "dim_output": self.options.slots}
+
+    def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
+        o = self.options
+        n_range, k_range = (o.n_min, o.n_max), (o.k_min, o.k_max)
+        tasks = make_direct_clustering_tasks(o.train_tasks + o.val_tasks, o.data_seed, n_range, k_range)
+        splits = {"train": tasks[:o.train_tasks], "val": tasks[o.train_tasks:],
+                  "test": make_direct_clustering_tasks(o.test_tasks, o.test_seed, n_range, k_range)}
+        summary = {}
+        for split, items in splits.items():
+            write_set_tasks(out_dir / f"{split}.parquet", items)
+            sizes = np.array([len(t.points) for t in items])
+            summary[f"{split}_tasks"] = len(items)
+            summary[f"{split}_points_mean"] = round(float(sizes.mean()), 1)
+        _write_meta(out_dir, "clustering", self._generation_options(), summary)
+        return summary
+
+    def train_data(self, model_cfg) -> DirectSplit:
+        return self._load("train", lambda tasks: DirectSplit(tasks, self.options.slots))
+
+    def eval_data(self, split: str, model_cfg) -> DirectSplit:
+        if split not in ("val", "test"):
+            raise ValueError(f"eval_data takes 'val' or 'test', got {split!r}")
+        return self._load(split, lambda tasks: (s := DirectSplit(tasks, self.options.slots)).reordered(eval_order(s.sizes)))
+
+    def describe_data(self, train, val) -> dict:
+        o = self.options
+        return {"train_rows": len(train), "val_rows": len(val), "points": f"{o.n_min}..{o.n_max}",
+                "clusters": f"{o.k_min}..{o.k_max}", "slots": o.slots}
+
+    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
+        if outputs.dim() != 3:
+            raise SwarmlabError(f"{self.key} needs one row of slot logits per point, (B, N, {self.options.slots}); the "
+                                f"model gave {tuple(outputs.shape)}: use head: none")
+        with _fp32(outputs):
+            log_probs = F.log_softmax(outputs.float(), dim=-1)  # (B, N, S), fp32 even under autocast
+            # The one host sync of a step, and an unavoidable one: the Hungarian assignment of slots to true
+            # clusters (scipy's linear_sum_assignment) runs on the host, once per batch, on its (B, S, S) costs.
+            return hungarian_matched_nll(log_probs, batch["labels"], batch["mask"]).mean()
+
+    def new_metrics(self) -> DirectClusteringMeter:
+        return DirectClusteringMeter(self.options.slots)
+
+    def report(self, meter: DirectClusteringMeter, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
+        if meter.example is None:
+            return []
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"clustering_{name or self.key}.png"
+        return [plot_direct_example(meter.example, path, title)]
+
+
+@register_task
+class ClusteringMogTask(_SetTask):
+    """§4.2 parametrized amortized clustering: (pi, mu, sigma) of a 4-component mixture per task."""
+
+    name = "clustering_mog"
+    Options = MogOptions
+    num_clusters = MOG_K
+
+    def model_kwargs(self) -> dict:
+        return {"dim_input": DIM, "dim_output": self.num_clusters * (2 * DIM + 1)}
+
+    def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
+        from tasks.set_losses import mog_oracle_log_likelihood
+
+        o = self.options
+        summary = {}
+        for split, n, split_seed in (("val", o.val_tasks, o.val_seed), ("test", o.test_tasks, o.test_seed)):
+            tasks = make_mog_tasks(n, split_seed, (o.n_min, o.n_max))
+            write_set_tasks(out_dir / f"{split}.parquet", tasks)
+            oracle = torch.cat([mog_oracle_log_likelihood(tasks[i:i + 1000]) for i in range(0, n, 1000)])
+            summary[f"{split}_tasks"] = n
+            summary[f"{split}_oracle_loglik"] = round(float(oracle.double().mean()), 4)
+        _write_meta(out_dir, "mog", self._generation_options(), summary)
+        return summary
+
+    def train_data(self, model_cfg) -> MogStream:
+        return MogStream((self.options.n_min, self.options.n_max))
+
+    def eval_data(self, split: str, model_cfg) -> MogSplit:
+        if split not in ("val", "test"):
+            raise ValueError(f"eval_data takes 'val' or 'test', got {split!r}")
+        return self._load(split, lambda tasks: (s := MogSplit(tasks)).reordered(eval_order(s.sizes)))
+
+    def describe_data(self, train, val) -> dict:
+        o = self.options
+        return {"val_rows": len(val), "points": f"{o.n_min}..{o.n_max}", "train": "endless (seed, step)"}
+
+    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
+        if outputs.dim() != 2:
+            raise SwarmlabError(f"{self.key} needs one vector per set, (B, {self.num_clusters * (2 * DIM + 1)}); the "
+                                f"model gave {tuple(outputs.shape)}: give it a pooling head, e.g. tasks.{self.key}."
+                                f"model_overrides: {{<model>: {{head: mean}}}}")
+        with _fp32(outputs):
+            pi, mu, sigma = mog_params_from_output(outputs.float(), self.num_clusters, DIM)
+            return -mog_log_likelihood(batch["x"], batch["mask"], pi, mu, sigma).mean()
+
+    def new_metrics(self) -> MogMeter:
+        return MogMeter(self.num_clusters)
+
+    def report(self, meter: MogMeter, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
+        if meter.example is None:
+            return []
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"mog_{name or self.key}.png"
+        return [plot_mog_example(meter.example, path, title)]
+
+
+# --------------------------------------------------------------------------------------------------- plots
+
+
+def _ellipse(ax, mean, cov, color, **kwargs) -> None:
+    """The 2-sigma ellipse of a 2-D Gaussian."""
+    from matplotlib.patches import Ellipse
+
+    values, vectors = np.linalg.eigh(np.asarray(cov, np.float64))
+    angle = np.degrees(np.arctan2(vectors[1, 1], vectors[0, 1]))
+    width, height = 2 * 2 * np.sqrt(np.maximum(values[::-1], 0))
+    ax.add_patch(Ellipse(mean, width, height, angle=angle, fill=False, color=color, **kwargs))
+
+
+def plot_direct_example(example: dict, path: Path, title: str = "") -> Path:
+    """Seed 003 Figure 4: one task's truth (with the generating covariance ellipses) beside the predicted
+    assignment; predicted slots take the colour of the true cluster they are matched to (count-maximising
+    matching; slots matched to no cluster get the spare colours); the grey halo under each point is the entropy
+    of its slot distribution (darker = less sure; Figure 4 shades the whole plane, which needs the model)."""
+    from scipy.optimize import linear_sum_assignment
+
+    from swarmlab.plots import pyplot
+
+    plt = pyplot()
+    mask = example["mask"].cpu().numpy()
+    x = example["x"].cpu().numpy()[mask]  # (N, 2)
+    labels = example["labels"].cpu().numpy()[mask]
+    probs = example["probs"].cpu().numpy()[mask]  # (N, S)
+    pred = probs.argmax(axis=1)
+    k = int(example["k"])
+    S = probs.shape[1]
+    table = np.zeros((S, S), np.int64)
+    np.add.at(table, (labels, pred), 1)
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    colour_of_slot = np.empty(S, np.int64)
+    colour_of_slot[cols] = rows  # slot -> the true cluster it is matched to (indices >= k: spare colours)
+    accuracy = table[rows, cols].sum() / max(len(labels), 1)
+    entropy = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=1)
+    cmap = plt.get_cmap("tab10" if S <= 10 else "tab20")
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5), sharex=True, sharey=True)
+    axes[0].scatter(x[:, 0], x[:, 1], c=[cmap(c % cmap.N) for c in labels], s=6)
+    for j in range(k):
+        _ellipse(axes[0], example["means"][j].cpu().numpy(), example["covs"][j].cpu().numpy(), cmap(j % cmap.N), lw=1.2)
+    axes[0].set_title(f"truth: {k} clusters, {len(labels)} points")
+    axes[1].scatter(x[:, 0], x[:, 1], c=entropy, cmap="Greys", s=40, alpha=0.35, vmin=0, vmax=np.log(S))
+    axes[1].scatter(x[:, 0], x[:, 1], c=[cmap(colour_of_slot[s] % cmap.N) for s in pred], s=6)
+    axes[1].set_title(f"prediction: {len(set(pred.tolist()))} slots used, matched accuracy {accuracy:.3f}")
+    for ax in axes:
+        ax.set_aspect("equal")
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_mog_example(example: dict, path: Path, title: str = "") -> Path:
+    """One §4.2 task: its points with the true components (dashed) and the predicted ones (solid), 2-sigma."""
+    from swarmlab.plots import pyplot
+
+    plt = pyplot()
+    mask = example["mask"].cpu()
+    x = example["x"].cpu()[mask]
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), s=4, c="k", alpha=0.5)
+    with torch.no_grad():
+        lls = [float(mog_log_likelihood(x[None], None, example[p + "pi"].cpu()[None].float(), example[p + "mu"].cpu()[None].float(),
+                                        example[p + "sigma"].cpu()[None].float())[0]) for p in ("", "pred_")]
+    for prefix, style in (("", "--"), ("pred_", "-")):
+        pi, mu, sigma = (example[prefix + key].cpu().float().numpy() for key in ("pi", "mu", "sigma"))
+        for j in range(len(pi)):
+            _ellipse(ax, mu[j], np.diag(sigma[j] ** 2), f"C{j}", ls=style, lw=1.0 + 2.0 * pi[j])
+    ax.set_title(f"{title + ': ' if title else ''}log-lik {lls[1]:.3f} (oracle {lls[0]:.3f})\n"
+                 f"dashed = true components, solid = predicted (2 sigma)", fontsize=9)
+    ax.set_aspect("equal")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
