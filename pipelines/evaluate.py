@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, load_checkpoint, on_device, resolve_amp,
-                                     resolve_device, sync, to_device)
+from pipelines.common.engine import (autocast, batch_indices, compiled, on_device, resolve_amp, resolve_device, sync,
+                                     to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   run_name, train_config, train_dir)
+from pipelines.common.runs import (default_task, load_best, make_task, model_names, report_dir, run_name, train_config,
+                                   train_dir)
 from pipelines.common.tracking import make_tracker
-from swarmlab.errors import SwarmlabError, cli
+from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
@@ -93,12 +93,10 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
 
 def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT, report_root: Path = REPORTS_DIR,
                  tracking: bool = True) -> dict:
-    ckpt = train_dir(task.key, name, train_root) / BEST
-    if not ckpt.is_file():
-        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
-    model = build_model(name, task, model_overrides(params, task.key))
-    model.load_state_dict(load_checkpoint(ckpt))
+    if cfg.num_threads:  # as in training: the task's thread count holds for its evaluation too
+        torch.set_num_threads(cfg.num_threads)
+    model = load_best(params, task, name, train_root)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     model.to(device)
