@@ -127,6 +127,11 @@ def test_data_stage_on_a_generated_idx_folder(tmp_path, monkeypatch, key, approx
             assert np.array_equal(f["images"][:, 0], src.images[f["index"]])  # each row is its source image
             assert np.array_equal(f["labels"], src.labels[f["index"]])
             rows[split] = set(f["index"].tolist())
+    with np.load(out / "train.npz") as tr, np.load(out / "test.npz") as te:  # values tested but never trained on
+        unseen = sorted(set(np.unique(te["images"]).tolist()) - set(np.unique(tr["images"]).tolist()))
+        share = np.isin(te["images"], unseen).mean()
+    assert meta["test_values_unseen_in_train"] == unseen and summary["test_values_unseen_in_train"] == len(unseen) > 0
+    assert meta["test_pixels_unseen_in_train"] == pytest.approx(share)
     assert not rows["train"] & rows["val"] and rows["train"] | rows["val"] == set(range(40))
     assert rows["test"] == set(range(20))  # the test split is kept whole
 
