@@ -20,12 +20,12 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, load_checkpoint, load_weights, on_device,
-                                     resolve_amp, resolve_device, sync, to_device)
+from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, on_device, resolve_amp, resolve_device,
+                                     sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from pipelines.common.runs import (build_model, default_task, load_best, make_task, model_names, model_overrides,
+                                   report_dir, run_name, train_config, train_dir)
 from pipelines.common.sections import section
-from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   run_name, train_config, train_dir)
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
@@ -95,12 +95,8 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
 def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
                  tracking: bool = True) -> dict:
     """The test metrics, speed and memory of one model; its figures go to ``plots_dir``."""
-    ckpt = train_dir(task.key, name, train_root) / BEST
-    if not ckpt.is_file():
-        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
-    model = build_model(name, task, model_overrides(params, task.key, name))
-    load_weights(model, load_checkpoint(ckpt), ckpt)
+    model = load_best(params, task, name, train_root)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with

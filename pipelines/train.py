@@ -114,6 +114,7 @@ def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, wor
         "train_samples_per_s": round(sum(rates) / len(rates), 1) if rates else 0.0,
         "bf16_autocast": result.extra["bf16_autocast"],
         **{f"val_{k}": v for k, v in result.best_val.items()},
+        "data": data,  # the task's facts about its data (sizes; for MNIST: approximate training images)
     }
     if tracking:
         from swarmlab.plots import training_curve

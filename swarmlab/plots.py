@@ -55,3 +55,56 @@ def confusion_matrix(matrix, class_names, path: Path, title: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def tile(images, pad: int = 2, fill: int = 128):
+    """(R, K, C, H, W) images -> one (R*H + (R-1)*pad, K*W + (K-1)*pad[, C]) array: row r, column k holds
+    image [r, k]; ``pad`` pixels of ``fill`` between them. C = 1 gives a 2-D array, C = 3 an RGB one. numpy only."""
+    import numpy as np
+
+    images = np.asarray(images)
+    if images.ndim != 5:
+        raise ValueError(f"tile needs (rows, columns, C, H, W) images, got shape {images.shape}")
+    R, K, C, H, W = images.shape
+    out = np.full((R * (H + pad) - pad, K * (W + pad) - pad, C), fill, dtype=images.dtype)
+    for r in range(R):
+        for k in range(K):
+            top, left = r * (H + pad), k * (W + pad)
+            out[top: top + H, left: left + W] = images[r, k].transpose(1, 2, 0)  # (H, W, C)
+    return out[..., 0] if C == 1 else out
+
+
+def image_grid(images, path: Path, title: str, row_labels=(), *, pad: int = 2) -> Path:
+    """A figure of (R, K, C, H, W) uint8 images, one row per entry of ``row_labels``, 0-255 on a grey scale
+    (C = 1) or as RGB (C = 3), pixels shown as they are (no interpolation)."""
+    plt = pyplot()
+    grid = tile(images, pad=pad)
+    R, K, C, H, W = images.shape
+    scale = 0.5 / 28  # inches per pixel: a 28x28 image is half an inch
+    fig, ax = plt.subplots(figsize=(max(6.5, grid.shape[1] * scale + 1.6), grid.shape[0] * scale + 1.0))
+    ax.imshow(grid, cmap="gray" if C == 1 else None, vmin=0, vmax=255, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([r * (H + pad) + H / 2 for r in range(R)] if row_labels else [], list(row_labels))
+    ax.tick_params(length=0)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def class_scores(values, names, path: Path, title: str, ylabel: str) -> Path:
+    """A bar per class (``values`` in the order of ``names``), each labelled with its value."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(names) + 1.5), 3.6))
+    bars = ax.bar(range(len(names)), values, color="tab:blue")
+    ax.bar_label(bars, fmt="%.3f", fontsize=7)
+    ax.set_xticks(range(len(names)), names, rotation=30 if max(map(len, names)) > 3 else 0, ha="right"
+                  if max(map(len, names)) > 3 else "center", fontsize=8)
+    ax.set(ylabel=ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -14,7 +14,9 @@ A task says what is learned and how it is scored:
 * **scores**: ``new_metrics()`` returns a ``Metrics`` object that accumulates on the device without a
   host sync and casts for itself; ``monitor``/``mode`` name the validation metric that selects checkpoints;
 * **reports**: ``report(meter, out_dir, title=...)`` writes the task's own figures (a confusion matrix,
-  a sample grid) and returns their paths.
+  per-class scores) and returns their paths;
+* **samples** (generative tasks only): ``sample(model, out_dir, ...)`` draws from a trained model and writes
+  what it drew (the generic ``sample@<task>`` stage, ``pipelines/sample.py``).
 
 Batches are dicts of tensors. A finite dataset has ``__len__`` and ``get_batch(idx: LongTensor) -> dict``;
 it may add ``batch_plan(batch_size, generator)`` (its own grouping, e.g. sets of similar size) and
@@ -221,3 +223,16 @@ class Task(abc.ABC):
     def report(self, meter: Metrics, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
         """Task-specific figures of an evaluation (e.g. a confusion matrix) under ``out_dir``; their paths."""
         return []
+
+    # samples ---------------------------------------------------------------------------------------
+    def sample(self, model: nn.Module, out_dir: Path, *, num_samples: int, temperature: float, seed: int,
+               device: torch.device, name: str = "") -> dict:
+        """Draw about ``num_samples`` samples from a trained ``model`` (already on ``device``, in eval mode) and
+        write them into ``out_dir`` (figures, arrays); returns a JSON-able summary.
+
+        The generic ``sample@<task>`` stage (``pipelines/sample.py``) loads each model's best checkpoint, hands
+        over an empty folder per model inside a temporary sibling of ``reports/sample/<task>`` and swaps it in
+        on success. ``seed`` seeds the draws (the same seed gives the same samples on the same device),
+        ``temperature`` divides the logits, ``name`` names the model in titles. Tasks that generate nothing do
+        not implement it."""
+        raise NotImplementedError(f"task {self.name!r} draws no samples: it has no sample@ stage")

@@ -3,9 +3,9 @@
 An idx file is a 4-byte magic number, one 4-byte big-endian size per dimension, then the data, big-endian,
 row-major. The magic is 0x00 0x00, a type code, and the number of dimensions: 0x00000803 = uint8, 3-D
 (images), 0x00000801 = uint8, 1-D (labels). Files may be gzip-compressed; that is detected from the gzip
-magic bytes (1f 8b), not from the name. Every problem raises :class:`IdxError` with one line that names the
-file: not an idx file (foreign magic), a damaged gzip stream, data shorter (truncated) or longer than the
-header says.
+magic bytes (1f 8b), not from the name. Every problem raises :class:`IdxError` (a ``SwarmlabError``, so a
+stage prints it as one line) that names the file: not an idx file (foreign magic), a damaged gzip stream,
+data shorter (truncated) or longer than the header says, or (``IdxMissingError``) no file at all.
 
 ``load_mnist_like(folder, split)`` finds the four standard files of a split under their usual names, with
 or without ``.gz``. The shipped MNIST training images are named ``train-images-idx3-ubyte.APPROX.gz``:
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from swarmlab.errors import SwarmlabError  # imports nothing but the standard library: this module stays torch-free
+
 GZIP_MAGIC = b"\x1f\x8b"
 IMAGES_MAGIC = 0x00000803  # uint8, 3-D (N, rows, cols)
 LABELS_MAGIC = 0x00000801  # uint8, 1-D (N,)
@@ -32,8 +34,12 @@ _DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 
 _CODES = {dt.newbyteorder("="): code for code, dt in _DTYPES.items()}
 
 
-class IdxError(ValueError):
+class IdxError(SwarmlabError, ValueError):
     """A damaged, truncated or foreign idx file; the message names the file."""
+
+
+class IdxMissingError(IdxError, FileNotFoundError):
+    """A split's idx file is not in the folder; the message names the folder and the names tried."""
 
 
 def _describe(magic: int) -> str:
@@ -118,7 +124,7 @@ def _find(folder: Path, stem: str) -> Path:
     for name in tried:
         if (folder / name).is_file():
             return folder / name
-    raise FileNotFoundError(f"{folder}: no {stem} file (looked for {', '.join(tried)})")
+    raise IdxMissingError(f"{folder}: no {stem} file (looked for {', '.join(tried)})")
 
 
 def load_mnist_like(folder: str | Path, split: str) -> IdxSplit:

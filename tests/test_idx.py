@@ -101,7 +101,18 @@ def test_the_module_needs_no_torch():
     code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('idx', sys.argv[1]); "
             "m = importlib.util.module_from_spec(spec); sys.modules['idx'] = m; spec.loader.exec_module(m); "
             "assert 'torch' not in sys.modules, 'tasks/idx.py imported torch'")
-    subprocess.run([sys.executable, "-c", code, str(REPO / "tasks" / "idx.py")], check=True)
+    subprocess.run([sys.executable, "-c", code, str(REPO / "tasks" / "idx.py")], check=True, cwd=REPO)
+
+
+def test_errors_are_one_line_swarmlab_errors(tmp_path):
+    from swarmlab.errors import SwarmlabError
+
+    path = tmp_path / "x"
+    path.write_bytes(write_idx(tmp_path / "full", images()).read_bytes()[:-1])
+    with pytest.raises(SwarmlabError):  # the stages' @cli prints it as one line, exit status 2
+        read_idx(path)
+    with pytest.raises(SwarmlabError, match="no t10k-images-idx3-ubyte file"):
+        load_mnist_like(tmp_path, "test")
 
 
 @pytest.mark.slow

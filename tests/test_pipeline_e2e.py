@@ -41,7 +41,8 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sets = {"data@clustering_direct", "data@clustering_mog", "train@clustering_direct", "evaluate@clustering_direct",
             "train@clustering_mog", "evaluate@clustering_mog", "frontier@clustering_direct"}
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets)):
+    images = {f"{stage}@{key}" for stage in ("data", "train", "evaluate", "sample") for key in ("mnist", "fashion_mnist")}
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images)):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -52,6 +53,11 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert (repo / "reports" / "train" / "imdb" / "history" / "swarmformer_small.csv").is_file()
     assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small.png").is_file()
     assert (repo / "dvc.lock").is_file()
+    for key in ("mnist", "fashion_mnist"):  # the image track (tasks/image_generation.py) at smoke size
+        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small"]
+        assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
+        assert scored["approximate_train_images"] is (key == "mnist")
+        assert (repo / "reports" / "sample" / key / "swarm_transformer_small" / "samples.png").is_file()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
@@ -69,9 +75,14 @@ def test_smoke_profile_through_dvc(tmp_path):
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets}
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets, *images}
     trained = {f"{stage}@{key}" for stage in ("train", "evaluate") for key in ("imdb", "clustering_direct", "clustering_mog")}
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained  # -S +train.lr=
+    trained_images = {s for s in images if not s.startswith("data@")}
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images  # -S +train.lr=
+    assert stages_marked(lambda raw: raw["defaults"]["sample"].update(num_samples=30)) == {"sample@mnist",
+                                                                                          "sample@fashion_mnist"}
+    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000)) == {
+        s for s in images if s.endswith("@mnist")}
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pipelines.common.engine import TrainConfig
+from pipelines.common.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.errors import SwarmlabError
 
@@ -147,6 +147,17 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
         return models.create_model(name, **{**from_data, **(overrides or {})})
     except (TypeError, ValueError) as exc:
         raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
+
+
+def load_best(params: dict, task, name: str, train_root: Path = OUTPUTS_DIR / "train"):
+    """Model ``name`` of ``task`` with the weights of its best checkpoint (``<train_root>/<task>/<model>/best.pt``),
+    on the CPU; a missing checkpoint is a one-line error saying which stage to run."""
+    ckpt = train_dir(task.key, name, train_root) / BEST
+    if not ckpt.is_file():
+        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
+    model = build_model(name, task, model_overrides(params, task.key, name))
+    load_weights(model, load_checkpoint(ckpt), ckpt)
+    return model
 
 
 def run_name(model_name: str, seed: int) -> str:

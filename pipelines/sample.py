@@ -1,0 +1,72 @@
+"""Stage `sample@<task>`: samples from each trained model's best checkpoint, drawn and written by the task.
+
+For every model of ``tasks.<task>.models`` the stage loads ``outputs/train/<task>/<model>/best.pt`` (as the
+evaluate stage does) and calls ``Task.sample`` with an empty folder ``reports/sample/<task>/<model>/`` (for
+image generation: ``samples.png``, one row per class, and ``samples.npz``), then writes
+``reports/sample/<task>/summary.json``. The whole ``reports/sample/<task>/`` folder is built in a temporary
+sibling and swapped in on success, so a failed run leaves the previous samples as they were. Settings: the
+``sample`` section (num_samples, temperature, num_threads); the draws are seeded with ``seed``; the device is
+``train.device``.
+
+    python -m pipelines.sample [--task T] [--profile P]
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.engine import resolve_device
+from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from pipelines.common.runs import default_task, load_best, make_task, model_names, report_dir, train_settings
+from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_dir, atomic_write_text
+from tasks.base import Task
+
+TRAIN_ROOT = OUTPUTS_DIR / "train"
+
+
+def sample(params: dict, task_key: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
+           report_root: Path = REPORTS_DIR) -> dict:
+    task = make_task(params, default_task(params, task_key), options=options)
+    if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
+        raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
+    settings = params["sample"]
+    if settings["num_samples"] < 1 or not settings["temperature"] > 0:
+        raise SwarmlabError(f"sample.num_samples must be >= 1 and sample.temperature > 0, got "
+                            f"{settings['num_samples']} and {settings['temperature']}")
+    device = resolve_device(train_settings(params, task.key)["device"])  # train.device, or the task's own
+    if settings["num_threads"]:
+        # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead
+        torch.set_num_threads(settings["num_threads"])
+    names = model_names(params, task.key)
+    models = {name: load_best(params, task, name, train_root) for name in names}  # every checkpoint first
+    summaries = {}
+    with atomic_dir(report_dir("sample", task.key, report_root)) as tmp:
+        for name, model in models.items():
+            model.to(device).eval()
+            (tmp / name).mkdir()
+            t0 = time.perf_counter()
+            summary = task.sample(model, tmp / name, num_samples=settings["num_samples"],
+                                  temperature=settings["temperature"], seed=params["seed"], device=device, name=name)
+            summaries[name] = {**summary, "seconds": round(time.perf_counter() - t0, 2), "device": str(device),
+                               "num_threads": torch.get_num_threads(), "git_commit": git_commit()}
+            print(f"sample {task.key}/{name}: {summary.get('samples', '?')} samples in {summaries[name]['seconds']:.1f} s "
+                  f"-> {report_dir('sample', task.key, report_root) / name}", flush=True)
+        atomic_write_text(tmp / "summary.json", json.dumps(summaries, indent=2) + "\n")
+    return summaries
+
+
+@cli
+def main(argv=None) -> None:
+    parser = stage_parser(__doc__.splitlines()[0])
+    parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose trained models to sample")
+    args = parser.parse_args(argv)
+    sample(params_from(args), args.task)
+
+
+if __name__ == "__main__":
+    main()
