@@ -48,7 +48,6 @@ no noise: ``softmax(logits / tau)``, or the one-hot argmax when ``gumbel_hard``.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -329,7 +328,7 @@ class EnhancedSwarmFormer(nn.Module):
 
 
 def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: float, epochs: int):
-    """An engine callback ``cb(epoch, row, out_dir)`` that anneals the temperature geometrically per epoch.
+    """An engine callback ``cb(state)`` (after each evaluation) that anneals the temperature geometrically per epoch.
 
     Sets ``start`` now and, after epoch ``e``, the value for epoch ``e + 1``: ``start * (end/start) ** (e/(epochs-1))``
     (``end`` from epoch ``epochs`` on). Pass it as ``fit(..., callbacks=(cb,))``. On resume the engine
@@ -346,8 +345,8 @@ def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: flo
 
     model.set_temperature(start)  # also validates: raises when the model has no routing or anneals itself
 
-    def callback(epoch: int, row: dict, out_dir: Path) -> bool:
-        model.set_temperature(tau_for(epoch + 1))
+    def callback(state) -> bool:  # pipelines.common.engine.TrainState: epochs done, fractional between epoch ends
+        model.set_temperature(tau_for(int(state.epoch) + 1))
         return False
 
     callback.tau_for = tau_for

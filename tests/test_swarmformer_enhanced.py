@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pytest
+from types import SimpleNamespace
 import torch
 
 import models
@@ -285,10 +286,10 @@ def test_set_temperature_changes_eval_routing_and_callback_anneals():
     assert not torch.allclose(model(ids, mask), before)
     cb = gumbel_anneal_callback(model, start=1.0, end=0.1, epochs=3)
     assert model.temperature == 1.0
-    assert cb(1, {}, None) is False
+    assert cb(SimpleNamespace(epoch=1)) is False
     assert model.temperature == pytest.approx(0.1**0.5)
-    cb(2, {}, None)
-    cb(3, {}, None)
+    cb(SimpleNamespace(epoch=2))
+    cb(SimpleNamespace(epoch=3))
     assert model.temperature == pytest.approx(0.1)
     with pytest.raises(ValueError, match="no routing"):
         gumbel_anneal_callback(tiny("swarmformer_enhanced_small_no_routing"), start=1.0, end=0.1, epochs=3)
@@ -328,7 +329,7 @@ def test_imdb_task_trains_with_the_engine_and_anneal_callback(tmp_path):
     data = TokenizedTextDataset(ids, lengths, labels)
     model = tiny("swarmformer_enhanced_small", dropout=0.0)
     used = []  # the temperature each epoch trained with (this callback runs before the anneal's)
-    record = lambda epoch, row, out_dir: used.append(model.temperature)  # noqa: E731
+    record = lambda state: used.append(model.temperature)  # noqa: E731
     anneal = gumbel_anneal_callback(model, start=1.0, end=0.25, epochs=3)
     result = fit(model, get_task("imdb"), data, data, TrainConfig(batch_size=8, max_epochs=3, patience=0,
                                                                   device="cpu", lr=3e-3),
