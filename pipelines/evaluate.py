@@ -23,8 +23,8 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, load_checkpoint, on_device, resolve_amp,
                                      resolve_device, sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   run_name, train_config, train_dir)
+from pipelines.common.runs import (build_model, default_task, evaluate_settings, make_task, model_names, model_overrides,
+                                   report_dir, run_name, train_config, train_dir)
 from pipelines.common.tracking import make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
@@ -97,13 +97,13 @@ def evaluate_one(task, name: str, params: dict, *, train_root: Path = TRAIN_ROOT
     if not ckpt.is_file():
         raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     cfg = train_config(params, task.key)
-    model = build_model(name, task, model_overrides(params, task.key))
+    model = build_model(name, task, model_overrides(params, task.key, name))
     model.load_state_dict(load_checkpoint(ckpt))
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
-    ev = params["evaluate"]
+    ev = evaluate_settings(params, task.key)
     metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev["batch_size"],
                                     warmup_batches=ev["warmup_batches"], device=device, amp=amp)
     memory_mb, memory_kind = peak_memory_mb(device)

@@ -202,7 +202,7 @@ def model_space(name: str, task, params: dict) -> ResolvedSpace:
     return resolve_space(params["sweep"]["spaces"], task.key, name, model_cfg=model.cfg,
                          train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
                          check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
-                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.key))
+                         data_seq_len=task.max_seq_len(), model_overrides=model_overrides(params, task.key, name))
 
 
 # ------------------------------------------------------------------------------------------------ tables

@@ -34,7 +34,7 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
               resume: bool = False, tracking: bool = True) -> dict:
     cfg = train_config(params, task.key)
     set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
-    model = build_model(name, task, model_overrides(params, task.key))
+    model = build_model(name, task, model_overrides(params, task.key, name))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
     out_dir = train_dir(task.key, name, out_root)
@@ -106,7 +106,7 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     names = models or model_names(params, task_name)
     train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
     for name in names:  # and unknown models or refused configs before the first one trains
-        build_model(name, task, model_overrides(params, task_name))
+        build_model(name, task, model_overrides(params, task_name, name))
     metrics_path = report_dir("train", task_name, report_root) / "metrics.json"
     summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
     for name in names:

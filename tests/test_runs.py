@@ -57,3 +57,58 @@ def test_the_data_stage_refuses_a_task_with_stages_of_its_own(tmp_path):
 
     with pytest.raises(SwarmlabError, match="has no data@ stage"):
         build(params_with(), "imdb", report_root=tmp_path)
+
+
+def test_per_model_overrides_go_on_top_of_the_shared_ones_by_name_then_pattern():
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer", "longformer"],
+                                   "model_overrides": {"d_model": 32, "num_layers": 2},
+                                   "per_model_overrides": {"longformer": {"num_layers": 5, "window_one_sided": 8},
+                                                           "*former": {"num_layers": 3}, "trans*": {"num_layers": 4},
+                                                           "swarmformer*": {"t_local": 1}},
+                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    assert model_overrides(params, "counting") == {"d_model": 32, "num_layers": 2}  # no name: the shared ones only
+    assert model_overrides(params, "counting", "longformer") == {"d_model": 32, "num_layers": 5, "window_one_sided": 8}
+    assert model_overrides(params, "counting", "transformer") == {"d_model": 32, "num_layers": 3}  # the first pattern
+    assert model_overrides(params, "counting", "swarmformer_small") == {"d_model": 32, "num_layers": 2, "t_local": 1}
+    assert model_overrides(params, "counting", "hsw") == {"d_model": 32, "num_layers": 2}  # no entry matches
+    task = make_task(params, "counting")
+    model = build_model("longformer", task, model_overrides(params, "counting", "longformer"))
+    assert (model.cfg.num_layers, model.cfg.window_one_sided, model.cfg.d_model) == (5, 8, 32)
+
+
+@pytest.mark.parametrize(("per_model", "message"), [
+    ({"longfromer": {"num_layers": 5}}, "tasks.counting.per_model_overrides: 'longfromer' is no registered model and "
+                                        "matches none; did you mean longformer?"),
+    ({"nothing*": {}}, "'nothing\\*' is no registered model and matches none"),
+    ({"longformer": 5}, "tasks.counting.per_model_overrides.longformer must be a mapping"),
+])
+def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "per_model_overrides": per_model})
+    with pytest.raises(SwarmlabError, match=message) as info:
+        model_overrides(params, "counting", "transformer")
+    assert "\n" not in str(info.value)
+
+
+def test_a_refused_per_model_override_names_the_section():
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"],
+                                   "per_model_overrides": {"transformer": {"num_heads": 3}}, "options": {"seq_len": 8}})
+    with pytest.raises(SwarmlabError, match=r"d_model=128 is not divisible by num_heads=3 .*per_model_overrides"):
+        build_model("transformer", make_task(params, "counting"), model_overrides(params, "counting", "transformer"))
+
+
+def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
+    from pipelines.common.runs import evaluate_settings
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "evaluate": {"batch_size": 7}})
+    assert evaluate_settings(params, "counting") == {**params["evaluate"], "batch_size": 7}
+    assert train_config(params, "counting").eval_batch_size == 7
+    assert train_config(params, "toy_counting").eval_batch_size == params["evaluate"]["batch_size"]
+    params["tasks"]["counting"]["evaluate"] = {"batch": 7}
+    with pytest.raises(SwarmlabError, match="tasks.counting.evaluate: unknown key\\(s\\) 'batch'; known: batch_size"):
+        evaluate_settings(params, "counting")

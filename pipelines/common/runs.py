@@ -8,7 +8,10 @@ params.yaml holds one section per task::
       imdb:
         models: [swarmformer_small]   # registered models of the task's kind
         model_overrides: {}           # config fields for every model of the task (a model lacking one is an error)
+        per_model_overrides:          # optional: fields for one model (a name, or a glob pattern over names), on top
+          longformer: {num_layers: 5, window_one_sided: 64}
         train: {}                     # engine settings that differ from the `train` section for this task
+        evaluate: {batch_size: 32}    # optional: `evaluate` settings that differ for this task (long inputs...)
         options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
       mnist:
         task: image_generation        # a section may run a registered task of another name
@@ -16,6 +19,7 @@ params.yaml holds one section per task::
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from pathlib import Path
 
 from pipelines.common.engine import TrainConfig
@@ -68,8 +72,41 @@ def model_names(params: dict, task_name: str) -> list[str]:
     return names
 
 
-def model_overrides(params: dict, task_name: str) -> dict:
-    return dict(task_section(params, task_name).get("model_overrides") or {})
+def model_overrides(params: dict, task_name: str, model_name: str | None = None) -> dict:
+    """Config overrides of ``model_name`` on task ``task_name``: ``model_overrides`` (every model), then the entry
+    of ``per_model_overrides`` for this model on top (see :func:`per_model_entry`); only the former without a name."""
+    section = task_section(params, task_name)
+    out = dict(section.get("model_overrides") or {})
+    if model_name is not None:
+        out.update(per_model_entry(section.get("per_model_overrides") or {}, model_name, where=f"tasks.{task_name}"))
+    return out
+
+
+def per_model_entry(per_model: dict, model_name: str, *, where: str) -> dict:
+    """The overrides in ``per_model`` for ``model_name``: the entry named exactly so, else the first glob pattern
+    (``swarmformer*``) that matches it, else none; as ``sweep.spaces`` picks a model's space.
+
+    Every key must name a registered model or match one (a typo is a one-line error naming it), every value
+    must be a mapping.
+    """
+    import models
+
+    if not isinstance(per_model, dict):
+        raise SwarmlabError(f"{where}.per_model_overrides must be a mapping of model name -> overrides, got {per_model!r}")
+    registered = models.list_models()
+    for key, value in per_model.items():
+        if not any(fnmatch.fnmatchcase(m, str(key)) for m in registered):
+            import difflib
+
+            close = difflib.get_close_matches(str(key), registered, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise SwarmlabError(f"{where}.per_model_overrides: {key!r} is no registered model and matches none{hint}")
+        if not isinstance(value, dict):
+            raise SwarmlabError(f"{where}.per_model_overrides.{key} must be a mapping of config fields, got {value!r}")
+    if model_name in per_model:
+        return dict(per_model[model_name])
+    key = next((k for k in per_model if fnmatch.fnmatchcase(model_name, str(k))), None)
+    return dict(per_model[key]) if key is not None else {}
 
 
 def train_settings(params: dict, task_name: str) -> dict:
@@ -81,8 +118,20 @@ def train_settings(params: dict, task_name: str) -> dict:
                             f"known: {', '.join(ENGINE_KEYS)}")
     settings = {k: params["train"][k] for k in ENGINE_KEYS}
     settings.update(per_task)
-    settings.update(seed=params["seed"], eval_batch_size=params["evaluate"]["batch_size"])
+    settings.update(seed=params["seed"], eval_batch_size=evaluate_settings(params, task_name)["batch_size"])
     return settings
+
+
+def evaluate_settings(params: dict, task_name: str) -> dict:
+    """The `evaluate` section with ``tasks.<task>.evaluate`` on top (optional: e.g. a smaller batch for 4k tokens);
+    its batch_size is also the validation batch of training."""
+    per_task = task_section(params, task_name).get("evaluate") or {}
+    base = params["evaluate"]
+    unknown = sorted(set(per_task) - set(base))
+    if unknown:
+        raise SwarmlabError(f"tasks.{task_name}.evaluate: unknown key(s) {', '.join(map(repr, unknown))}; "
+                            f"known: {', '.join(base)}")
+    return {**base, **per_task}
 
 
 def train_config(params: dict, task_name: str, **overrides) -> TrainConfig:
@@ -110,7 +159,7 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
     try:
         return models.create_model(name, **{**task.model_kwargs(), **(overrides or {})})
     except (TypeError, ValueError) as exc:
-        raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
+        raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides / per_model_overrides)") from None
 
 
 def run_name(model_name: str, seed: int) -> str:
