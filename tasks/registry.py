@@ -6,7 +6,7 @@ import importlib
 
 from swarmlab.errors import SwarmlabError
 
-BUILTIN = ("imdb", "toy")  # modules of tasks/ that register tasks, imported on the first lookup
+BUILTIN = ("imdb", "toy", "long_documents")  # modules of tasks/ that register tasks, imported on the first lookup
 _TASKS: dict[str, type] = {}
 _loaded = False
 

@@ -39,7 +39,8 @@ def test_smoke_profile_through_dvc(tmp_path):
     proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb"):
+    long_stages = {f"{stage}@{task}" for stage in ("data", "train", "evaluate") for task in ("lra_text", "listops")}
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(long_stages)):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -67,12 +68,18 @@ def test_smoke_profile_through_dvc(tmp_path):
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling"}
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == {"train@imdb", "evaluate@imdb"}  # -S +train.lr=
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *long_stages}
+    trained = {f"{stage}@{task}" for stage in ("train", "evaluate") for task in ("imdb", "lra_text", "listops")}
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained  # -S +train.lr=
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",
                                                                                                           "evaluate@imdb"}
+    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
+        "data@listops", "train@listops", "evaluate@listops"}
+    for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
+        evaluation = json.loads((repo / "reports" / "evaluate" / task / "metrics.json").read_text())
+        assert len(evaluation) == 5 and all({"test_macro_f1", "per_class_f1"} <= set(r) for r in evaluation.values())
 
     from mlflow.tracking import MlflowClient
 
