@@ -404,3 +404,19 @@ def test_data_train_evaluate_end_to_end(tmp_path, key):
         assert ("test_f1" in r) == (key == "lra_text")
         assert (tmp_path / "reports" / "evaluate" / key / "plots" / f"confusion_{name}.png").is_file()
     assert json.loads((tmp_path / "reports" / "evaluate" / key / "metrics.json").read_text()).keys() == set(names)
+
+
+@pytest.mark.slow
+def test_data_stage_errors_are_one_line_from_the_command_line(tmp_path):
+    from tests.test_cli_errors import assert_one_line_error, base_params, run_stage
+
+    params = base_params()
+    assert_one_line_error(run_stage("data", tmp_path, params, "--task", "arxiv11"),
+                          "tasks.arxiv11.options.source is empty", "set it to your copy")
+    assert_one_line_error(run_stage("data", tmp_path, params, "--task", "lra_text"),
+                          f"no train-*.parquet in {tmp_path / 'data' / 'prepared'}", "run the prepare stage first")
+    source = write_arxiv_folders(tmp_path / "arxiv")
+    (source / "cs.ai" / "0.txt").write_bytes(b"\xff\xfe not utf-8")
+    params["profiles"]["t"]["tasks"]["arxiv11"] = {"options": {"source": str(source)}}
+    assert_one_line_error(run_stage("data", tmp_path, params, "--task", "arxiv11"), "0.txt: not UTF-8 at byte 0")
+    assert not (tmp_path / "data" / "arxiv11").exists() and not list((tmp_path / "data").glob(".*tmp*"))
