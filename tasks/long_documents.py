@@ -72,7 +72,7 @@ def _check_common(o) -> None:
 
 
 def cap_rows(labels: np.ndarray, count: int, seed: int) -> np.ndarray:
-    """Sorted indices of a seeded, stratified subset of ``count`` rows (all rows when ``count`` is 0 or more).
+    """Sorted indices of a seeded, stratified subset of ``count`` rows (all rows when ``count`` is 0 or >= the rows).
 
     Each class keeps its share, rounded; the rounding remainder goes to the largest classes first."""
     n = len(labels)
