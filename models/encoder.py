@@ -26,6 +26,9 @@ class EncoderConfig:
     num_heads: int = 4  # H; head width Dh = D / H = 32
     mlp_ratio: int = 4  # FFN inner width r*D, the usual transformer ratio
     dropout: float = 0.1  # on attention probabilities, residual branches, FFN, embeddings and head input
+    # on the attention probabilities when set (None = `dropout`); 0 keeps SDPA's flash kernel on CPU (memory linear
+    # in L): dropout there forces the math path, which keeps (B, H, L, L) probabilities, ~2 GB per layer at 16 x 4096
+    attn_dropout: float | None = None
     pos_emb: str = "learned"  # "learned" (seq_len x D table) or "sinusoidal" (fixed, any length, no parameters)
 
     def __post_init__(self):
@@ -39,6 +42,13 @@ class EncoderConfig:
             raise ValueError(f"pos_emb must be 'learned' or 'sinusoidal', got {self.pos_emb!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.attn_dropout is not None and not 0.0 <= self.attn_dropout < 1.0:
+            raise ValueError(f"attn_dropout must be in [0, 1) or null (= dropout), got {self.attn_dropout!r}")
+
+    @property
+    def attention_dropout(self) -> float:
+        """Dropout on the attention probabilities: ``attn_dropout``, or ``dropout`` when that is None."""
+        return self.dropout if self.attn_dropout is None else self.attn_dropout
 
 
 class EncoderClassifier(nn.Module):

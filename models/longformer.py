@@ -27,7 +27,7 @@ class LongformerConfig(EncoderConfig):
 class Longformer(EncoderClassifier):
     def __init__(self, cfg: LongformerConfig):
         super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="sliding_chunks", dropout=c.dropout,
+            c.d_model, num_heads=c.num_heads, pattern="sliding_chunks", dropout=c.attention_dropout,
             window_one_sided=c.window_one_sided, global_first=c.global_first))
 
 

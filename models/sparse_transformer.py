@@ -33,7 +33,7 @@ class SparseTransformerConfig(EncoderConfig):
 class SparseTransformer(EncoderClassifier):
     def __init__(self, cfg: SparseTransformerConfig):
         super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="fixed_sparse", dropout=c.dropout,
+            c.d_model, num_heads=c.num_heads, pattern="fixed_sparse", dropout=c.attention_dropout,
             block=c.block, summary=c.summary))
 
 

@@ -28,7 +28,7 @@ class TransformerConfig(EncoderConfig):
 class Transformer(EncoderClassifier):
     def __init__(self, cfg: TransformerConfig):
         super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="full", dropout=c.dropout, impl=c.attn_impl))
+            c.d_model, num_heads=c.num_heads, pattern="full", dropout=c.attention_dropout, impl=c.attn_impl))
 
 
 @register_model(tags=("baseline", "full_attention"))

@@ -23,9 +23,8 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, on_device, resolve_amp, resolve_device,
                                      sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (build_model, default_task, load_best, make_task, model_names, model_overrides,
-                                   report_dir, run_name, train_config, train_dir)
-from pipelines.common.sections import section
+from pipelines.common.runs import (build_model, default_task, evaluate_settings, load_best, make_task, model_names,
+                                   model_overrides, report_dir, run_name, train_config, train_dir)
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
@@ -103,9 +102,9 @@ def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: 
         torch.set_num_threads(cfg.num_threads)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
-    ev = section(params, "evaluate")
-    metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev.batch_size,
-                                    warmup_batches=ev.warmup_batches, device=device, amp=amp)
+    ev = evaluate_settings(params, task.key)
+    metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev["batch_size"],
+                                    warmup_batches=ev["warmup_batches"], device=device, amp=amp)
     memory_mb, memory_kind = peak_memory_mb(device)
     result = {**{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
@@ -123,7 +122,7 @@ def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: 
         tracker.finish()
     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k in (task.monitor, "loss", "f1"))
     print(f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
-          f"{ev.batch_size}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
+          f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
           flush=True)
     return result
 
@@ -138,7 +137,7 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
         if not ckpt.is_file():
             raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
     resolve_device(train_config(params, task_name).device)
-    section(params, "evaluate")
+    evaluate_settings(params, task_name)
     if tracking:
         check_tracking_uri()
     with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:  # all of it, or the previous reports

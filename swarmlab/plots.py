@@ -42,13 +42,15 @@ def confusion_matrix(matrix, class_names, path: Path, title: str) -> Path:
     plt = pyplot()
     m = matrix.tolist() if hasattr(matrix, "tolist") else matrix
     k = len(m)
-    fig, ax = plt.subplots(figsize=(4, 3.6))
+    side = max(4.0, 1.2 + 0.45 * k)  # 4 in for 2 classes, ~6 in for 10-11 (ListOps, arXiv-11)
+    fig, ax = plt.subplots(figsize=(side, side * 0.9))
     ax.imshow(m, cmap="Blues")
     for i in range(k):
         for j in range(k):
             ax.text(j, i, f"{m[i][j]}", ha="center", va="center",
                     color="white" if m[i][j] > max(map(max, m)) / 2 else "black")
-    ax.set_xticks(range(k), class_names)
+    slanted = k > 2 and max(len(str(c)) for c in class_names) > 3  # e.g. arXiv-11's "math.ST"
+    ax.set_xticks(range(k), class_names, rotation=45 if slanted else 0, ha="right" if slanted else "center")
     ax.set_yticks(range(k), class_names)
     ax.set(xlabel="predicted", ylabel="true", title=title)
     fig.tight_layout()

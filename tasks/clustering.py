@@ -2,7 +2,7 @@
 
 * ``clustering_direct`` (§4.1): every point of a task gets logits over ``slots`` cluster slots; the loss is the
   Hungarian-matched negative log-likelihood (``tasks.set_losses.hungarian_matched_nll``), computed in fp32.
-  Data: ``build_data`` (the generic ``data@clustering_direct`` stage) draws ``train_tasks + val_tasks`` tasks
+  Data: ``build_data`` (the generic ``derive@clustering_direct`` stage) draws ``train_tasks + val_tasks`` tasks
   from ``data_seed`` and splits them in that order (the paper's 9,000 / 1,000; the authors'
   ``create_data_loders`` takes the first 90% for training), plus ``test_tasks`` more from ``test_seed``: the
   paper has no test split (it reports validation), but the evaluate stage reads ``test`` once, so a fixed test

@@ -32,14 +32,19 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from swarmlab.errors import SwarmlabError
+
 PAD, CLS, SEP = 0, 1, 2
 NUM_SPECIAL = 3
 BYTE_VOCAB_SIZE = 256 + NUM_SPECIAL  # 259
 LRA_TEXT_LEN = 4096  # LRA uses 4000; 4096 is a multiple of HSW's windows and merges
 
 
-class LongDataError(ValueError):
-    """Malformed long-sequence input; the message is one line naming the file (and line) and the problem."""
+class LongDataError(SwarmlabError, ValueError):
+    """Malformed long-sequence input; the message is one line naming the file (and line) and the problem.
+
+    A :class:`~swarmlab.errors.SwarmlabError`, so a stage reports it as one line (exit 2, no traceback); still a
+    ``ValueError`` for callers that catch bad values."""
 
 
 # ---- byte-level text (LRA "Text") ------------------------------------------------------------------------
@@ -139,7 +144,7 @@ def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 
     Args:
         n: expressions to return.
         seed: seeds a private ``random.Random``; the same arguments give the same data on every platform.
-        max_tries: give up (ValueError) after this many drawn trees (default ``1000 * n + 10000``).
+        max_tries: give up (LongDataError) after this many drawn trees (default ``1000 * n + 10000``).
     Returns:
         (texts, labels): n space-separated token strings and (n,) int64 values in 0..9.
     """
@@ -165,8 +170,8 @@ def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 
         texts.append(text)
         labels.append(value)
     if len(texts) < n:
-        raise ValueError(f"generate_listops: only {len(texts)} of {n} expressions in {limit} tries with "
-                         f"{min_length} < tokens < {max_length}: widen the length range or raise max_tries")
+        raise LongDataError(f"generate_listops: only {len(texts)} of {n} expressions in {limit} tries with "
+                            f"{min_length} < tokens < {max_length}: widen the length range or raise max_tries")
     return texts, np.asarray(labels, dtype=np.int64)
 
 

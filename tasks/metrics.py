@@ -55,3 +55,67 @@ class ConfusionMatrix(LossMeter):
 
     def extras(self) -> dict:
         return {"confusion_matrix": self.matrix.tolist()}
+
+
+def f1_scores(matrix: torch.Tensor) -> tuple[torch.Tensor, float, float, torch.Tensor]:
+    """Per-class, macro and micro F1 of a (K, K) confusion matrix (rows = truth, columns = prediction).
+
+    Standard definitions (scikit-learn's ``f1_score`` with ``zero_division=0``):
+
+    * per class k: ``F1_k = 2 TP_k / (2 TP_k + FP_k + FN_k)``, 0 when the class is neither true nor predicted;
+    * macro-F1: the unweighted mean of ``F1_k`` over the classes that occur in the truth or the predictions
+      (scikit-learn's default label set: a class absent from both is not averaged in);
+    * micro-F1: F1 of the pooled counts, ``2 sum TP / (2 sum TP + sum FP + sum FN)``; with one label per row
+      every error is one FP and one FN, so it equals the accuracy.
+
+    Returns ``(per_class (K,) float64, macro, micro, present (K,) bool)``.
+    """
+    m = matrix.double()
+    tp = m.diag()
+    fp = m.sum(dim=0) - tp  # predicted k, truth not k
+    fn = m.sum(dim=1) - tp  # truth k, predicted not k
+    denom = 2 * tp + fp + fn
+    per_class = torch.where(denom > 0, 2 * tp / denom.clamp(min=1), torch.zeros_like(tp))
+    present = denom > 0
+    macro = float(per_class[present].mean()) if present.any() else 0.0
+    pooled = 2 * tp.sum() + fp.sum() + fn.sum()
+    micro = float(2 * tp.sum() / pooled) if pooled > 0 else 0.0
+    return per_class, macro, micro, present
+
+
+class MulticlassConfusion(ConfusionMatrix):
+    """Accuracy, macro-F1 and micro-F1 (and the loss); per-class F1 and the confusion matrix as extras.
+
+    Accumulates the same (K*K,) confusion counts on the device as :class:`ConfusionMatrix` (no host sync in
+    ``update``); every score is computed from them in ``compute``. With ``positive`` set (a binary task) the
+    precision, recall and F1 of that class are reported too, under :class:`ConfusionMatrix`'s keys.
+
+    Args:
+        num_classes: K.
+        class_names: K names for the per-class F1 in ``extras`` (default ``"0".."K-1"``).
+        positive: the class whose precision / recall / F1 to add; None = none (multi-class).
+    """
+
+    def __init__(self, num_classes: int, label_key: str = "label", *, class_names: tuple[str, ...] | list[str] = (),
+                 positive: int | None = None):
+        super().__init__(num_classes, label_key, positive=0 if positive is None else positive)
+        if class_names and len(class_names) != num_classes:
+            raise ValueError(f"{len(class_names)} class names for {num_classes} classes")
+        self.class_names = [str(c) for c in class_names] or [str(k) for k in range(num_classes)]
+        self.with_positive = positive is not None
+
+    def compute(self) -> dict:
+        base = super().compute()  # accuracy, precision/recall/f1 of `positive`, loss
+        _, macro, micro, _ = f1_scores(self.matrix)
+        out = {"accuracy": base["accuracy"], "macro_f1": macro, "micro_f1": micro}
+        if self.with_positive:
+            out.update(precision=base["precision"], recall=base["recall"], f1=base["f1"])
+        if "loss" in base:
+            out["loss"] = base["loss"]
+        return out
+
+    def extras(self) -> dict:
+        per_class, _, _, present = f1_scores(self.matrix)
+        return {"confusion_matrix": self.matrix.tolist(), "class_names": self.class_names,
+                "per_class_f1": {name: float(v) for name, v in zip(self.class_names, per_class)},
+                "per_class_support": {name: int(n) for name, n in zip(self.class_names, self.matrix.sum(dim=1))}}

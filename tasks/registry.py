@@ -6,7 +6,8 @@ import importlib
 
 from swarmlab.errors import SwarmlabError
 
-BUILTIN = ("imdb", "toy", "clustering", "image_generation")  # modules of tasks/ that register tasks, imported on the first lookup
+BUILTIN = ("imdb", "toy", "clustering", "image_generation", "long_documents")  # modules of tasks/ that register
+# tasks, imported on the first lookup
 _TASKS: dict[str, type] = {}
 _loaded = False
 

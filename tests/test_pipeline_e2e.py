@@ -39,10 +39,12 @@ def test_smoke_profile_through_dvc(tmp_path):
     proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sets = {"data@clustering_direct", "data@clustering_mog", "train@clustering_direct", "evaluate@clustering_direct",
+    sets = {"derive@clustering_direct", "derive@clustering_mog", "train@clustering_direct", "evaluate@clustering_direct",
             "train@clustering_mog", "evaluate@clustering_mog", "frontier@clustering_direct"}
     images = {f"{stage}@{key}" for stage in ("data", "train", "evaluate", "sample") for key in ("mnist", "fashion_mnist")}
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images)):
+    long_stages = {f"{stage}@{task}" for stage in ("derive", "train", "evaluate") for task in ("lra_text", "listops")}
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images),
+                  *sorted(long_stages)):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -75,8 +77,10 @@ def test_smoke_profile_through_dvc(tmp_path):
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets, *images}
-    trained = {f"{stage}@{key}" for stage in ("train", "evaluate") for key in ("imdb", "clustering_direct", "clustering_mog")}
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets, *images,
+                  *long_stages}
+    trained = {f"{stage}@{key}" for stage in ("train", "evaluate")
+               for key in ("imdb", "clustering_direct", "clustering_mog", "lra_text", "listops")}
     trained_images = {s for s in images if not s.startswith("data@")}
     assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images  # -S +train.lr=
     assert stages_marked(lambda raw: raw["defaults"]["sample"].update(num_samples=30)) == {"sample@mnist",
@@ -87,6 +91,11 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",
                                                                                                           "evaluate@imdb"}
+    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
+        "derive@listops", "train@listops", "evaluate@listops"}
+    for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
+        evaluation = json.loads((repo / "reports" / "evaluate" / task / "metrics.json").read_text())
+        assert len(evaluation) == 5 and all({"test_macro_f1", "per_class_f1"} <= set(r) for r in evaluation.values())
 
     from mlflow.tracking import MlflowClient
 

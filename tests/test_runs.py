@@ -76,5 +76,59 @@ def test_model_overrides_may_hold_fields_for_one_model_only():
     task = make_task(params, "clustering_mog")
     assert build_model("set_transformer_isab", task, model_overrides(params, "clustering_mog", "set_transformer_isab")).cfg.head == "pma"
     params["tasks"]["clustering_mog"]["model_overrides"] = {"swram": {"head": "mean"}}
-    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping but no registered model is called 'swram'"):
+    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping, so per-model overrides, but no registered model is called 'swram'.*did you mean swarm"):
         model_overrides(params, "clustering_mog", "swarm")
+
+
+def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer", "longformer"],
+                                   "model_overrides": {"d_model": 32, "num_layers": 2,
+                                                       "longformer": {"num_layers": 5, "window_one_sided": 8},
+                                                       "*former": {"num_layers": 3}, "trans*": {"num_layers": 4},
+                                                       "swarmformer*": {"t_local": 1}},
+                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    assert model_overrides(params, "counting") == {"d_model": 32, "num_layers": 2}  # no name: the shared ones only
+    assert model_overrides(params, "counting", "longformer") == {"d_model": 32, "num_layers": 5, "window_one_sided": 8}
+    assert model_overrides(params, "counting", "transformer") == {"d_model": 32, "num_layers": 3}  # the first pattern
+    assert model_overrides(params, "counting", "swarmformer_small") == {"d_model": 32, "num_layers": 2, "t_local": 1}
+    assert model_overrides(params, "counting", "hsw") == {"d_model": 32, "num_layers": 2}  # no entry matches
+    task = make_task(params, "counting")
+    model = build_model("longformer", task, model_overrides(params, "counting", "longformer"))
+    assert (model.cfg.num_layers, model.cfg.window_one_sided, model.cfg.d_model) == (5, 8, 32)
+
+
+@pytest.mark.parametrize(("per_model", "message"), [
+    ({"longfromer": {"num_layers": 5}}, "tasks.counting.model_overrides.longfromer is a mapping, so per-model overrides, "
+                                        "but no registered model is called 'longfromer' or matches it; did you mean longformer"),
+    ({"nothing*": {}}, "no registered model is called 'nothing\\*' or matches it"),
+])
+def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": per_model})
+    with pytest.raises(SwarmlabError, match=message) as info:
+        model_overrides(params, "counting", "transformer")
+    assert "\n" not in str(info.value)
+
+
+def test_a_refused_per_model_override_names_the_section():
+    from pipelines.common.runs import model_overrides
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"],
+                                   "model_overrides": {"transformer": {"num_heads": 3}}, "options": {"seq_len": 8}})
+    with pytest.raises(SwarmlabError, match=r"d_model=128 is not divisible by num_heads=3 .*tasks.counting.model_overrides"):
+        build_model("transformer", make_task(params, "counting"), model_overrides(params, "counting", "transformer"))
+
+
+def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
+    from pipelines.common.runs import evaluate_settings
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "evaluate": {"batch_size": 7}})
+    assert evaluate_settings(params, "counting") == {**params["evaluate"], "batch_size": 7}
+    assert train_config(params, "counting").eval_batch_size == 7
+    assert train_config(params, "toy_counting").eval_batch_size == params["evaluate"]["batch_size"]
+    params["tasks"]["counting"]["evaluate"] = {"batch": 7}
+    with pytest.raises(SwarmlabError, match="tasks.counting.evaluate: unknown key\\(s\\) 'batch'; known: batch_size"):
+        evaluate_settings(params, "counting")

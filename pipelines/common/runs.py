@@ -7,9 +7,11 @@ params.yaml holds one section per task::
     tasks:
       imdb:
         models: [swarmformer_small]   # registered models of the task's kind
-        model_overrides: {}           # config fields for every model of the task (a model lacking one is an error);
-                                      # {<model>: {...}} adds fields for one model only
+        model_overrides:              # config fields for every model of the task (a model lacking one is an error);
+          d_model: 64                 # a mapping under a model's name (or a glob over names) is for that model only:
+          longformer: {num_layers: 5, window_one_sided: 64}
         train: {}                     # engine settings that differ from the `train` section for this task
+        evaluate: {}                  # `evaluate` settings that differ for this task (a small batch at 4k tokens...)
         options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
       mnist:
         task: image_generation        # a section may run a registered task of another name
@@ -17,6 +19,7 @@ params.yaml holds one section per task::
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from pathlib import Path
 
 from pipelines.common.engine import BEST, TrainConfig, load_checkpoint, load_weights
@@ -67,25 +70,34 @@ def model_names(params: dict, task_name: str) -> list[str]:
 def model_overrides(params: dict, task_name: str, model: str | None = None) -> dict:
     """Config fields for ``model`` from ``tasks.<task>.model_overrides``.
 
-    Plain entries apply to every model of the task; an entry named after a registered model that holds a mapping
-    applies to that model only, on top (``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``),
-    so models with different config fields can share a task section.
+    Plain entries apply to every model of the task. An entry whose value is a mapping applies to one model, on top:
+    its key is a registered model's name, or a glob pattern over names (``swarmformer*``); the exact name wins, else
+    the first pattern that matches, as ``sweep.spaces`` picks a model's space. So models with different config
+    fields share one task section: ``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``. A key
+    that names or matches no registered model is a one-line error.
     """
+    import difflib
+
     import models
 
+    where = f"tasks.{task_name}.model_overrides"
     raw = dict(task_section(params, task_name).get("model_overrides") or {})
-    registered = set(models.list_models())
-    shared, own = {}, {}
+    registered = models.list_models()
+    shared, per_model = {}, {}
     for key, value in raw.items():
-        if isinstance(value, dict):
-            if key not in registered:
-                raise SwarmlabError(f"tasks.{task_name}.model_overrides.{key} is a mapping but no registered model is "
-                                    f"called {key!r}: per-model overrides go under a model's name")
-            if key == model:
-                own = dict(value)
-        else:
+        if not isinstance(value, dict):
             shared[key] = value
-    return {**shared, **own}
+            continue
+        if not any(fnmatch.fnmatchcase(m, str(key)) for m in registered):
+            close = difflib.get_close_matches(str(key), registered, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise SwarmlabError(f"{where}.{key} is a mapping, so per-model overrides, but no registered model is called "
+                                f"{key!r} or matches it{hint}")
+        per_model[key] = value
+    if model is None:
+        return shared
+    key = model if model in per_model else next((k for k in per_model if fnmatch.fnmatchcase(model, str(k))), None)
+    return {**shared, **(dict(per_model[key]) if key is not None else {})}
 
 
 def train_settings(params: dict, task_name: str) -> dict:
@@ -93,7 +105,7 @@ def train_settings(params: dict, task_name: str) -> dict:
     is checked where it was written (``train.lr``, ``tasks.<task>.train.lr``)."""
     import typing
 
-    from pipelines.common.sections import EvaluateConfig, section, seed, source_of
+    from pipelines.common.sections import seed, source_of
     from swarmlab.settings import check_value
 
     per_task = task_section(params, task_name)["train"]
@@ -111,8 +123,23 @@ def train_settings(params: dict, task_name: str) -> dict:
                 raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     settings = {k: params["train"][k] for k in ENGINE_KEYS if k in params["train"]}
     settings.update(per_task)
-    settings.update(seed=seed(params), eval_batch_size=section(params, "evaluate").batch_size)
+    settings.update(seed=seed(params), eval_batch_size=evaluate_settings(params, task_name)["batch_size"])
     return settings
+
+
+def evaluate_settings(params: dict, task_name: str) -> dict:
+    """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
+    every setting is; its batch_size is also the validation batch of training."""
+    from pipelines.common.sections import EvaluateConfig, section, source_of
+    from swarmlab.settings import parse
+
+    base = dataclasses.asdict(section(params, "evaluate"))
+    per_task = task_section(params, task_name).get("evaluate") or {}
+    try:
+        parse(EvaluateConfig, per_task, f"tasks.{task_name}.evaluate")
+    except SwarmlabError as exc:
+        raise SwarmlabError(f"{exc} ({source_of(params)})") from None
+    return {**base, **per_task}
 
 
 def train_config(params: dict, task_name: str, **overrides) -> TrainConfig:

@@ -54,6 +54,7 @@ class TaskSection:
     models: list[str] = setting([])  # registered models of the task's kind
     model_overrides: dict = setting({})  # config fields for every model of the task
     train: dict = setting({})  # engine settings (TrainConfig fields) that differ from `train` for this task
+    evaluate: dict = setting({})  # `evaluate` settings that differ for this task (a smaller batch at 4k tokens)
     options: dict = setting({})  # the task's own settings (its Options dataclass)
     task: str = ""  # the registered task this section runs; "" = the section's own name
 
