@@ -337,7 +337,8 @@ class Report:
         self.paper_runs = self._paper_runs()
         keys = set(params.get("tasks") or {}) | set(TASKS) | {b["task"] for b in self.baselines if b["task"] not in BENCHMARKS}
         for stage in ("train", "evaluate", "sweep", "data", "sample", "frontier"):
-            keys |= {p.name for p in (self.reports / stage).glob("*") if p.is_dir() and p.name not in ("history", "plots")}
+            keys |= {p.name for p in (self.reports / stage).glob("*")
+                     if p.is_dir() and p.name not in ("history", "plots") and not p.name.startswith(".")}
         order = list(TASKS)
         self.keys = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
         self.tasks = {k: TaskData(k, params, self.reports, self.outputs) for k in self.keys}
@@ -550,7 +551,8 @@ class Report:
                 rows.append([f"`{model}`", fmt(t.value(model, "num_params"), "num_params"), fmt(tr.get(f"val_{mon}"), mon),
                              fmt(ev.get(f"test_{mon}"), mon), fmt(ev.get("test_loss"), "loss"),
                              fmt(tr.get("train_samples_per_s")), fmt(tr.get("train_time_s")),
-                             fmt(tr.get("steps", tr.get("epochs"))), str(tr.get("stopped", "—")), mem, self.provenance(t, model)])
+                             fmt(tr["steps"]) if "steps" in tr else (f"{tr['epochs']} epochs" if "epochs" in tr else "—"),
+                             str(tr.get("stopped", "—")), mem, self.provenance(t, model)])
             if rows:
                 d.add(Table(header, rows, "lrrrrrrrlll"))
             budget = self._budget(k)
@@ -701,6 +703,9 @@ class Report:
         if (folder / "memory_scaling.png").is_file():
             d.add(self.embed(folder / "memory_scaling.png", "`memory_scaling/memory_scaling.png`"))
         tokens = max((p.get("tokens", 0) for p in results.get("points", [])), default=0)
+        if not tokens:
+            d.add(Para("`reports/memory_scaling/results.json` holds no points."))
+            return d.blocks
         paper = {b["ours"]: b for b in self.baselines if b["task"] == "memory_scaling" and b.get("ours")}
         rows = []
         for p in results.get("points", []):

@@ -39,7 +39,7 @@ def test_smoke_profile_through_dvc(tmp_path):
     proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb"):
+    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "paper_baselines", "report"):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -50,6 +50,9 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert (repo / "reports" / "train" / "imdb" / "history" / "swarmformer_small.csv").is_file()
     assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small.png").is_file()
     assert (repo / "dvc.lock").is_file()
+    report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: our run beside the paper's, linked
+    assert "| `swarmformer_small` — ours (the paper's model) |" in report and "#/experiments/" in report
+    assert (repo / "reports" / "report.html").is_file() and (repo / "reports" / "report" / "plots" / "curves" / "imdb").is_dir()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
@@ -67,12 +70,13 @@ def test_smoke_profile_through_dvc(tmp_path):
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling"}
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == {"train@imdb", "evaluate@imdb"}  # -S +train.lr=
+    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", "paper_baselines", "report"}
+    # the report reads the training settings (its budget lines) and the task sections
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == {"train@imdb", "evaluate@imdb", "report"}  # -S +train.lr=
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",
-                                                                                                          "evaluate@imdb"}
+                                                                                                          "evaluate@imdb", "report"}
 
     from mlflow.tracking import MlflowClient
 
