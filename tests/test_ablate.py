@@ -80,7 +80,9 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     side = tmp_path / "outputs" / "ablations" / "layers" / "num_layers=2"
     assert yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
 
-    client = MlflowClient()  # the conftest's store: every point's run, tagged and named for its point
+    from pipelines.common.paths import tracking_uri
+
+    client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
     run = client.get_run(two["runs"]["transformer"])
     assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
     assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
