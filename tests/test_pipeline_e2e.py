@@ -44,7 +44,7 @@ def test_smoke_profile_through_dvc(tmp_path):
     images = {f"{stage}@{key}" for stage in ("data", "train", "evaluate", "sample") for key in ("mnist", "fashion_mnist")}
     long_stages = {f"{stage}@{task}" for stage in ("derive", "train", "evaluate") for task in ("lra_text", "listops")}
     for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images),
-                  *sorted(long_stages)):
+                  *sorted(long_stages), "paper_baselines", "report"):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
     evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
@@ -60,6 +60,9 @@ def test_smoke_profile_through_dvc(tmp_path):
         assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
         assert scored["approximate_train_images"] is (key == "mnist")
         assert (repo / "reports" / "sample" / key / "swarm_transformer_small" / "samples.png").is_file()
+    report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: our run beside the paper's, linked
+    assert "| `swarmformer_small` — ours (the paper's model) |" in report and "#/experiments/" in report
+    assert (repo / "reports" / "report.html").is_file() and (repo / "reports" / "report" / "plots" / "curves" / "imdb").is_dir()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
@@ -78,21 +81,22 @@ def test_smoke_profile_through_dvc(tmp_path):
             (repo / "params.yaml").write_text(original)
 
     everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets, *images,
-                  *long_stages}
+                  *long_stages, "paper_baselines", "report"}
     trained = {f"{stage}@{key}" for stage in ("train", "evaluate")
                for key in ("imdb", "clustering_direct", "clustering_mog", "lra_text", "listops")}
     trained_images = {s for s in images if not s.startswith("data@")}
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images  # -S +train.lr=
+    # the report reads the training settings (its budget lines) and the task sections
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images | {"report"}  # +train.lr=
     assert stages_marked(lambda raw: raw["defaults"]["sample"].update(num_samples=30)) == {"sample@mnist",
                                                                                           "sample@fashion_mnist"}
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000)) == {
-        s for s in images if s.endswith("@mnist")}
+        s for s in images if s.endswith("@mnist")} | {"report"}
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
-    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {"train@imdb",
-                                                                                                          "evaluate@imdb"}
+    assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {
+        "train@imdb", "evaluate@imdb", "report"}
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
-        "derive@listops", "train@listops", "evaluate@listops"}
+        "derive@listops", "train@listops", "evaluate@listops", "report"}
     for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
         evaluation = json.loads((repo / "reports" / "evaluate" / task / "metrics.json").read_text())
         assert len(evaluation) == 5 and all({"test_macro_f1", "per_class_f1"} <= set(r) for r in evaluation.values())

@@ -54,6 +54,10 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
     raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
                         f"http(s)://host:port or a database URI")
 
+# The MLflow 3 UI opens an experiment in its GenAI (traces) view unless the experiment says it holds model
+# training runs; with this tag it opens the runs table (#/experiments/<id>/runs).
+TRAINING_VIEW_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
 
 class NullTracker:
     """Accepts everything, records nothing (``--no-tracking``)."""
@@ -90,7 +94,7 @@ class MlflowTracker:
         mlflow.set_tracking_uri(self.uri)  # so artifact logging resolves the same store
         self.client = MlflowClient(tracking_uri=self.uri)
         exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self._create_experiment(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.create_experiment(self.client, self.uri, experiment)
         if run_id:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
@@ -101,16 +105,18 @@ class MlflowTracker:
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
             self.run_id = run.info.run_id
 
-    def _create_experiment(self, name: str) -> str:
-        """Create ``name``; with a sqlite store its artifacts go beside the database, never under the cwd."""
+    @staticmethod
+    def create_experiment(client, uri: str, name: str) -> str:
+        """Create ``name`` (tagged for the training view); with a sqlite store its artifacts go beside the
+        database, never under the cwd."""
         location = None
-        if self.uri.startswith("sqlite:///"):
-            db = Path(self.uri[len("sqlite:///"):])
+        if uri.startswith("sqlite:///"):
+            db = Path(uri[len("sqlite:///"):])
             location = (db.parent / "mlartifacts" / name).resolve().as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return client.create_experiment(name, artifact_location=location, tags=TRAINING_VIEW_TAGS)
         except Exception:  # created meanwhile by another process (parallel sweep trials)
-            exp = self.client.get_experiment_by_name(name)
+            exp = client.get_experiment_by_name(name)
             if exp is None:
                 raise
             return exp.experiment_id

@@ -1,0 +1,95 @@
+"""Ablation grids: points from params.yaml, one isolated workspace per point, results the report reads."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from pipelines.ablate import ablate, grid_points, point_params, write_params_file
+from pipelines.common.params import load_params
+from swarmlab.errors import SwarmlabError
+
+
+def toy_params(values=(1, 2)) -> dict:
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["toy_counting"]["train"].update(max_steps=40, eval_every=20, batch_size=16)
+    params["tasks"]["toy_counting"]["options"].update(val_rows=64, test_rows=64)
+    params["ablations"] = {"layers": {"description": "depth", "task": "toy_counting", "models": ["transformer"],
+                                      "vary": {"tasks.toy_counting.model_overrides.num_layers": list(values)},
+                                      "stages": ["train", "evaluate"], "reuse": []}}
+    return params
+
+
+def test_the_repo_grids_are_valid_at_every_profile():
+    for profile in ("smoke", "cpu", "paper"):
+        params = load_params(profile=profile)
+        assert {"t_local", "cluster_size", "enhanced_switches", "augment"} <= set(params["ablations"])
+        for grid in params["ablations"]:
+            points = grid_points(params, grid)
+            assert len(points) >= 2 and len({p["point"] for p in points}) == len(points)
+            for point in points:
+                point_params(params, params["ablations"][grid], point, grid)  # every point applies
+    params = load_params(profile="cpu")
+    assert [p["label"] for p in grid_points(params, "t_local")] == [f"t_local={k}" for k in range(1, 6)]
+    assert [p["point"] for p in grid_points(params, "cluster_size")] == [f"cluster_size={k}" for k in (2, 4, 8, 16)]
+    assert len(grid_points(params, "enhanced_switches")) == 9
+    off = point_params(params, params["ablations"]["augment"], grid_points(params, "augment")[1], "augment")
+    assert off["augment"]["enabled"] is False and params["augment"]["enabled"] is True
+
+
+def test_a_point_writes_a_params_file_the_stages_accept(tmp_path):
+    params = toy_params()
+    point = grid_points(params, "layers")[1]
+    write_params_file(point_params(params, params["ablations"]["layers"], point, "layers"), tmp_path / "params.yaml")
+    resolved = load_params(tmp_path / "params.yaml")
+    assert resolved["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
+    assert resolved["tasks"]["toy_counting"]["models"] == ["transformer"] and resolved["profile"] == "smoke"
+
+
+def test_bad_grids_are_one_line_errors():
+    params = toy_params()
+    with pytest.raises(SwarmlabError, match="no grid 'nope'"):
+        grid_points(params, "nope")
+    bad = copy.deepcopy(params)
+    bad["ablations"]["layers"]["vary"] = {"tasks.toy_counting.models.0": [1, 2]}
+    with pytest.raises(SwarmlabError, match="does not name a params section"):
+        ablate(bad, "layers", dry_run=True)
+    bad["ablations"]["layers"]["task"] = "no_such_task"
+    with pytest.raises(SwarmlabError, match="no section tasks.no_such_task"):
+        grid_points(bad, "layers")
+
+
+@pytest.mark.slow
+def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
+    """A smoke-sized grid (2 points of toy_counting, seconds each), tracked in MLflow, then the report's table."""
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.report import write_report
+
+    params = toy_params()
+    results = ablate(params, "layers", out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    assert [p["status"] for p in results["points"]] == ["ok", "ok"], results["points"]
+    on_disk = json.loads((tmp_path / "reports" / "ablations" / "layers" / "results.json").read_text())
+    assert on_disk["monitor"] == "accuracy" and on_disk["command"].startswith("python -m pipelines.ablate --grid layers")
+    one, two = on_disk["points"]
+    assert one["train"]["transformer"]["num_params"] < two["train"]["transformer"]["num_params"]
+    assert 0.0 <= two["evaluate"]["transformer"]["test_accuracy"] <= 1.0
+    assert (tmp_path / "reports" / "ablations" / "layers" / "history" / "num_layers=2.csv").is_file()
+    side = tmp_path / "outputs" / "ablations" / "layers" / "num_layers=2"
+    assert yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
+
+    from pipelines.common.paths import tracking_uri
+
+    client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
+    run = client.get_run(two["runs"]["transformer"])
+    assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
+    assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
+
+    again = ablate(params, "layers", resume=True, out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    assert again["points"] == on_disk["points"]  # --resume reruns nothing
+
+    write_report(params, reports=tmp_path / "reports", outputs=tmp_path / "outputs")
+    md = (tmp_path / "reports" / "REPORT.md").read_text()
+    assert "### `layers`" in md and "| num_layers=2 | ok |" in md and "report/figures/ablation_layers.png" in md

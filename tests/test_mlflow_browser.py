@@ -1,0 +1,140 @@
+"""The MLflow UI in a real browser: our run, one of its metrics and a paper baseline are visible.
+
+A store with a smoke training run (toy_counting, seconds) and the papers' baselines, served by the light MLflow
+server on 127.0.0.1; headless Chromium (Debian's `chromium`, which .ci/run installs) opens the task's runs page,
+the `paper-baselines` runs page and the run-comparison page of our run beside a paper's. The page text is read
+with --dump-dom; a screenshot of the comparison is saved as the test's artifact (its path is printed; set
+SWARMLAB_ARTIFACTS to copy it there). Without Chromium the test fails, it does not skip.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("SWARMLAB_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--virtual-time-budget=20000"]
+
+
+def chromium() -> str:
+    path = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    if not path:
+        pytest.fail(f"Chromium is not installed ({CHROMIUM} missing): install Debian's package "
+                    f"(`apt-get install -y chromium`, which .ci/run does) or set SWARMLAB_CHROMIUM to a chromium binary",
+                    pytrace=False)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def page_text(dom: str) -> str:
+    dom = re.sub(r"<(style|script)[^>]*>.*?</\1>", " ", dom, flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom)))
+
+
+def browse(url: str, tmp: Path, name: str, *, screenshot: bool = False) -> str:
+    """The page's text after its scripts ran (a fresh profile each time: the UI keeps view state in localStorage)."""
+    profile = tmp / f"chromium-{name}"
+    cmd = [chromium(), *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,1600"]
+    proc = subprocess.run([*cmd, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if screenshot:
+        shot = tmp / f"{name}.png"
+        subprocess.run([*cmd, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120, check=True)
+        assert shot.is_file() and shot.stat().st_size > 10_000
+        print(f"\nscreenshot of {url}: {shot}")
+        if os.environ.get("SWARMLAB_ARTIFACTS"):
+            Path(os.environ["SWARMLAB_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+            print(f"copied to {shutil.copy(shot, os.environ['SWARMLAB_ARTIFACTS'])}")
+    return page_text(proc.stdout)
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A sqlite store holding a toy_counting training run and the papers' baselines."""
+    db = tmp_path / "mlruns.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "SWARMLAB_WORKDIR": str(tmp_path / "work"),
+           "SWARMLAB_PROGRESS": "0"}
+    for cmd in (["pipelines.train", "--task", "toy_counting", "--profile", "smoke"], ["pipelines.paper_baselines"]):
+        proc = subprocess.run([sys.executable, "-m", *cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return db
+
+
+@pytest.fixture
+def server(store, tmp_path):
+    """The light MLflow server (one worker, no job runner) on a free port of 127.0.0.1."""
+    port = free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "1", "--backend-store-uri", f"sqlite:///{store}"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the MLflow server did not answer /health within 120 s"
+            time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and its worker: the process group it was started in
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store}")
+    ours_exp = client.get_experiment_by_name("toy_counting")
+    papers_exp = client.get_experiment_by_name("paper-baselines")
+    run = client.search_runs([ours_exp.experiment_id])[0]
+    paper = client.search_runs([papers_exp.experiment_id], "tags.baseline_key = 'seed000/table2/swarmformer-small'")[0]
+    assert run.info.run_name == "transformer-seed0" and "best_val_accuracy" in run.data.metrics
+
+    runs_page = browse(f"{server}/#/experiments/{ours_exp.experiment_id}/runs", tmp_path, "runs")
+    assert "Training runs" in runs_page, f"not the model-training view: {runs_page[:800]}"
+    assert "transformer-seed0" in runs_page
+
+    papers_page = browse(f"{server}/#/experiments/{papers_exp.experiment_id}/runs", tmp_path, "papers")
+    assert "SwarmFormer-Small [seed000 Table 2]" in papers_page and "51 matching runs" in papers_page
+
+    query = urllib.parse.urlencode({"runs": json.dumps([run.info.run_id, paper.info.run_id]),
+                                    "experiments": json.dumps([ours_exp.experiment_id, papers_exp.experiment_id])})
+    compare = browse(f"{server}/#/compare-runs?{query}", tmp_path, "compare", screenshot=True)
+    assert "transformer-seed0" in compare and "SwarmFormer-Small [seed000 Table 2]" in compare
+    assert "best_val_accuracy" in compare and "test_accuracy" in compare and "0.862" in compare
+    assert "Legg & Sturmanis" in compare  # the baseline's citation tag

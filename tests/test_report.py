@@ -1,0 +1,199 @@
+"""The report stage: deterministic bytes, a report (not a crash) when inputs are missing, a self-contained page."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.common.params import load_params
+from pipelines.report import write_report
+from tests.conftest import REPO_ROOT
+
+TASK = "toy_counting"  # registered on every branch; the report must not care which task it is
+
+
+def history(rows: int, offset: float) -> str:
+    lines = ["evaluation,step,epoch,train_loss,train_accuracy,val_loss,val_accuracy,lr,train_time_s,train_samples_per_s,backtracks,event"]
+    for i in range(1, rows + 1):
+        lines.append(f"{i},{100 * i},0,{0.7 - 0.1 * i + offset},{0.5 + 0.1 * i},{0.72 - 0.1 * i + offset},"
+                     f"{0.48 + 0.1 * i - offset},0.001,{1.5 * i},{2000 + i},0,{'backtrack' if i == 2 else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def fake_reports(work: Path, *, evaluate: bool = True) -> Path:
+    """What train, evaluate and memory_scaling leave for one task with two models."""
+    reports = work / "reports"
+    train = reports / "train" / TASK
+    (train / "history").mkdir(parents=True)
+    summaries = {}
+    for k, model in enumerate(["transformer", "longformer"]):
+        (train / "history" / f"{model}.csv").write_text(history(3, 0.02 * k))
+        summaries[model] = {"best_step": 300, "best_epoch": 0, "steps": 300, "evaluations": 3, "stopped": "max_steps",
+                            "backtracks": 0, "num_params": 10_000 + 5_000 * k, "train_time_s": 4.5, "train_samples_per_s": 2003.0,
+                            "bf16_autocast": False, "val_accuracy": 0.78 - 0.02 * k, "val_loss": 0.42 + 0.02 * k}
+    (train / "metrics.json").write_text(json.dumps(summaries, indent=2))
+    if evaluate:
+        ev = reports / "evaluate" / TASK
+        (ev / "plots").mkdir(parents=True)
+        from swarmlab.plots import confusion_matrix
+
+        results = {}
+        for k, model in enumerate(["transformer", "longformer"]):
+            cm = [[100 - 10 * k, 28 + 10 * k], [20, 108]]
+            confusion_matrix(cm, ["0", "1"], ev / "plots" / f"confusion_{model}.png", model)
+            results[model] = {"test_accuracy": (cm[0][0] + cm[1][1]) / 256, "test_loss": 0.45, "latency_ms_mean": 3.0,
+                              "latency_ms_p50": 2.9, "latency_ms_p95": 3.4, "throughput_samples_per_s": 9000.0,
+                              "batch_size": 128, "peak_memory_mb": 400.0, "peak_memory_kind": "process_peak_rss",
+                              "device": "cpu", "bf16_autocast": False, "num_params": 10_000 + 5_000 * k, "test_rows": 256,
+                              "confusion_matrix": cm, "git_commit": "0123456789abcdef0123456789abcdef01234567"}
+        (ev / "metrics.json").write_text(json.dumps(results, indent=2))
+    ms = reports / "memory_scaling"
+    ms.mkdir(parents=True)
+    (ms / "results.json").write_text(json.dumps({"environment": {"device": "cpu", "git_commit": "abc"}, "points": [
+        {"model": "transformer", "tokens": 100000, "status": "ok", "increment_bytes": 5e8, "time_s": 100.0},
+        {"model": "swarmformer_small cluster_size=8", "tokens": 100000, "status": "ok", "increment_bytes": 2.9e8, "time_s": 5.0}]}))
+    (ms / "table.md").write_text("| model | N=100000 |\n|---|---:|\n| transformer | 0.5 GB |\n\nmemory: goal met\nspeed: goal missed\n")
+    return reports
+
+
+def tiny_store(uri: str) -> str:
+    """A store with the papers' first rows and one training run of the fake task; returns that run's id."""
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.common.tracking import MlflowTracker
+    from pipelines.paper_baselines import load_baselines, log_baselines
+
+    sources, entries = load_baselines()
+    log_baselines(sources, entries[:2], uri)
+    tracker = MlflowTracker(TASK, "transformer-seed0", uri=uri, tags={"git_commit": "feedface" * 5})
+    tracker.log_metrics({"val_accuracy": 0.78})
+    tracker.finish()
+    assert MlflowClient(uri).get_run(tracker.run_id).info.status == "FINISHED"
+    return tracker.run_id
+
+
+def run_report(work: Path, uri: str, hashseed: str) -> dict[str, bytes]:
+    env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "MLFLOW_TRACKING_URI": uri, "PYTHONHASHSEED": hashseed}
+    proc = subprocess.run([sys.executable, "-m", "pipelines.report", "--profile", "smoke"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return snapshot(work / "reports")
+
+
+def snapshot(reports: Path) -> dict[str, bytes]:
+    files = [reports / "REPORT.md", reports / "report.html"] + sorted((reports / "report").rglob("*"))
+    return {str(p.relative_to(reports)): p.read_bytes() for p in files if p.is_file()}
+
+
+def test_the_report_is_byte_identical_when_rerun_in_process(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    first = snapshot(reports)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    assert first == snapshot(reports)
+    assert sum(name.endswith(".png") for name in first) == 2  # curves and score-vs-parameters of the one task
+
+
+@pytest.mark.slow
+def test_the_report_is_byte_identical_when_rerun(tmp_path):
+    """Two processes with different string-hash seeds, with an MLflow store: the same bytes, and our run linked."""
+    work = tmp_path / "work"
+    fake_reports(work)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    run_id = tiny_store(uri)
+    first = run_report(work, uri, "1")
+    second = run_report(work, uri, "2")  # another process, another string-hash order
+    assert sorted(first) == sorted(second)
+    for name in first:
+        assert first[name] == second[name], f"{name} differs between two runs on the same inputs"
+    md = first["REPORT.md"].decode()
+    assert f"#/experiments/" in md and run_id[:8] in md, "our run's MLflow link is missing"
+    assert "report/figures/curves_toy_counting.png" in md and "report/plots/confusion/toy_counting/transformer.csv" in first
+    for name, data in first.items():
+        if name.endswith(".png"):
+            assert b"Software" not in data and b"matplotlib" not in data.lower(), f"{name} carries metadata"
+
+
+def test_missing_inputs_give_a_report_that_says_what_is_missing(tmp_path):
+    params = load_params(profile="smoke")
+    reports = tmp_path / "reports"
+    result = write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)  # nothing at all
+    md = (reports / "REPORT.md").read_text()
+    assert "no `reports/train/imdb/metrics.json` (`dvc repro train@imdb`)" in md
+    assert "Not run yet: `dvc repro memory_scaling`" in md
+    assert "`clustering_direct`" in md and "`mnist`" in md, "tracks that have not landed are listed, not dropped"
+    assert "MLflow store: not read" in md
+    assert result["missing"] and (reports / "report.html").is_file()
+
+    fake_reports(tmp_path, evaluate=False)  # a task trained but not evaluated, and a damaged file
+    (reports / "augment").mkdir()
+    (reports / "augment" / "metrics.json").write_text("{not json")
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    assert f"no `reports/evaluate/{TASK}/metrics.json` (`dvc repro evaluate@{TASK}`)" in md
+    assert f"no `reports/train/{TASK}/metrics.json`" not in md
+    assert "| `transformer` | 10,000 | 0.7800 |" in md  # the cross-family row of what exists
+
+
+def test_the_html_page_is_self_contained(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    page = (reports / "report.html").read_text()
+    assert "<script" not in page.lower() and "<link" not in page.lower() and "@import" not in page
+    assert not re.search(r"url\(", page), "CSS must not fetch anything"
+    sources = re.findall(r'\bsrc="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    for m in re.finditer(r'(\w+)="(https?://[^"]*)"', page):  # only links a reader clicks may point elsewhere
+        before = page[: m.start()]
+        assert m.group(1) == "href" and before.rfind("<a ") > before.rfind("<"), f"external URL outside a link: {m.group(0)}"
+    assert "swarmlab report" in page and page.count("<img") >= 3
+
+
+def test_the_dvc_plot_data_is_in_long_form(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    confusion = (reports / "report" / "plots" / "confusion" / TASK / "transformer.csv").read_text().splitlines()
+    assert confusion[0] == "actual,predicted" and len(confusion) == 1 + 256
+    assert confusion.count("0,1") == 28 and confusion.count("1,0") == 20
+    curves = (reports / "report" / "plots" / "curves" / TASK / "longformer.csv").read_text().splitlines()
+    assert curves[0] == "step,epoch,train_loss,val_loss,val_monitored,monitored" and curves[1].startswith("100,0,")
+
+
+def test_dvc_yaml_runs_the_report_last_and_plots_its_data():
+    import yaml
+
+    dvc = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())
+    assert list(dvc["stages"])[-1] == "report"
+    deps = dvc["stages"]["report"]["deps"]
+    assert {"reports/train", "reports/evaluate", "reports/paper_baselines/runs.json"} <= set(deps)
+    plots = {next(iter(p)): p[next(iter(p))] for p in dvc["plots"]}
+    assert plots["reports/report/plots/confusion"]["template"] == "confusion"
+    assert "val_loss" in plots["reports/report/plots/curves"]["y"]
+
+
+def test_disagreements_use_the_closest_paper_row_and_its_stated_noise(tmp_path):
+    """A model that several rows of one paper table map to (one per configuration) disagrees only when even the
+    closest row is beyond its noise; a task that has not landed on this branch is read all the same."""
+    params = load_params(profile="smoke")
+    reports = tmp_path / "reports"
+    for stage, metrics in (("train", {"swarm": {"val_loss": 1.51, "num_params": 300_000},
+                                      "set_transformer_isab": {"val_loss": 2.1, "num_params": 60_000}}),
+                           ("evaluate", {"swarm": {"test_loss": 1.5065, "test_loglik": -1.5065},  # = SWARM 512-20-1 pooling
+                                         "set_transformer_isab": {"test_loss": 2.0, "test_loglik": -2.0}})):
+        (reports / stage / "clustering_mog").mkdir(parents=True)
+        (reports / stage / "clustering_mog" / "metrics.json").write_text(json.dumps(metrics))
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md.split("## Where we disagree")[1].split("\n## ")[0]
+    rows = [r for r in section.splitlines() if r.startswith("| `clustering_mog`")]
+    assert len(rows) == 1, rows  # swarm matches a row within its noise; loss and -loglik count once
+    assert "`set_transformer_isab` vs Set Transformer ISAB (16) + pooling" in rows[0]
+    assert "± 0.073 (stated)" in rows[0] and "(the closest of 6 rows)" in rows[0]
