@@ -48,7 +48,7 @@ TASKS = {
         ],
         "reasons": "budget (the cpu profile's 3 epochs vs up to 20, validation accuracy still rising) and the seed's "
                    "selection on the test split",
-        "side": ["imdb_variants_cpu"],
+        "side": ["imdb_cpu_pipeline", "imdb_variants_cpu"],
     },
     "lra_text": {
         "title": "LRA Text: byte-level IMDB, 4k tokens (seed 002 track)",

@@ -71,16 +71,17 @@ def test_multiclass_metrics_equal_a_direct_computation(seed):
     assert sum(extras["per_class_support"].values()) == len(truth) and got["loss"] == pytest.approx(0.5)
 
 
-def test_multiclass_metrics_equal_scikit_learn():
-    metrics = pytest.importorskip("sklearn.metrics")
+def test_a_class_true_but_never_predicted_counts_with_f1_zero():
+    """scikit-learn's f1_score(average="macro", zero_division=0) convention, computed here without it."""
     rng = np.random.default_rng(7)
     truth, pred = rng.integers(0, 6, 150), rng.integers(0, 5, 150)  # class 5 true but never predicted: F1 0, averaged
-    got = stream(MulticlassConfusion(6), truth, pred, 6).compute()
-    assert got["macro_f1"] == pytest.approx(metrics.f1_score(truth, pred, average="macro", zero_division=0), abs=1e-12)
-    assert got["micro_f1"] == pytest.approx(metrics.f1_score(truth, pred, average="micro", zero_division=0), abs=1e-12)
-    per_class, _, _, _ = f1_scores(torch.from_numpy(metrics.confusion_matrix(truth, pred, labels=range(6))))
-    assert per_class.tolist() == pytest.approx(metrics.f1_score(truth, pred, average=None, labels=range(6),
-                                                                zero_division=0).tolist(), abs=1e-12)
+    meter = stream(MulticlassConfusion(6, class_names=[str(c) for c in range(6)]), truth, pred, 6)
+    got, want = meter.compute(), direct_scores(truth, pred, 6)
+    assert meter.extras()["per_class_f1"]["5"] == 0.0 and want["per_class"][5] == 0.0
+    assert got["macro_f1"] == pytest.approx(want["macro_f1"], abs=1e-12)
+    assert got["macro_f1"] == pytest.approx(sum(want["per_class"]) / 6, abs=1e-12)  # all six classes averaged
+    per_class, _, _, _ = f1_scores(torch.tensor([[np.sum((truth == t) & (pred == p)) for p in range(6)] for t in range(6)]))
+    assert per_class.tolist() == pytest.approx(want["per_class"], abs=1e-12)
 
 
 def test_binary_keys_of_imdb_are_unchanged_and_lra_text_adds_macro_micro():
