@@ -22,7 +22,6 @@ machine slows every row alike; the ratios are of medians from this one run.
 from __future__ import annotations
 
 import argparse
-import platform
 import resource
 import statistics
 import sys
@@ -36,6 +35,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks.machine import describe_cpu  # noqa: E402
 from models import create_model  # noqa: E402
 from pipelines.common.engine import TrainConfig, fit, make_optimizer, sync  # noqa: E402
 from tasks import get_task  # noqa: E402
@@ -44,18 +44,6 @@ from tests.reference_swarmformer import AuthorsSwarmFormer  # noqa: E402
 
 VOCAB, L, B = 30522, 256, 48
 AUTHORS = "authors' loop"
-
-
-def cpu_name() -> str:
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "unknown CPU")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []))
-    isa = "AVX-512" + (" + bf16" if "avx512_bf16" in flags else "") if "avx512f" in flags else (
-        "AVX2" if "avx2" in flags else "no AVX2")
-    return f"{name} ({isa})"
 
 
 def synthetic(n: int, seed: int) -> TokenizedTextDataset:
@@ -150,7 +138,7 @@ def main(argv=None) -> None:
     base = dict(batch_size=B, lr=4.74e-4, weight_decay=0.0381, max_epochs=0, max_steps=2 * args.steps,
                 eval_every=args.steps, patience=0, device=str(device), amp=amp, eval_batch_size=256,
                 num_threads=torch.get_num_threads())
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else describe_cpu()
     print(f"engine throughput, SwarmFormer-Small B={B} L={L}, {device} ({where}), torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, amp {amp}, {args.steps} steps x {args.rounds} rounds", flush=True)
     rows: dict[str, list[float]] = {AUTHORS: [], "bare step": [], **{f"fit, compile {m}": [] for m in modes}}

@@ -36,7 +36,6 @@ a point stops repeating once it has used ``--point-budget`` seconds. Medians and
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -48,30 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks.machine import describe_machine  # noqa: E402
 from models import create_model  # noqa: E402
 
 VOCAB, CLASSES = 259, 11  # tasks/long_data.py: bytes + PAD/CLS/SEP; arXiv-11
-
-
-def cpu_description() -> str:
-    """Model name and vector extensions from /proc/cpuinfo (Linux), torch's CPU capability and thread count."""
-    name, flags = platform.processor() or "unknown CPU", set()
-    try:
-        for line in open("/proc/cpuinfo", encoding="ascii", errors="replace"):
-            if line.startswith("model name") and name in ("", "unknown CPU", platform.processor()):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    vec = sorted(f for f in flags if f == "avx2" or f.startswith("avx512") or f.startswith("amx"))
-    try:
-        capability = torch.backends.cpu.get_cpu_capability()
-    except AttributeError:
-        capability = "?"
-    return (f"CPU: {name}; {len(vec) and ' '.join(vec) or 'no AVX2/AVX-512 flags'}; torch {torch.__version__} "
-            f"(capability {capability}), {torch.get_num_threads()} thread(s)")
 
 
 @dataclass
@@ -215,7 +194,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(cpu_description())
+    print(describe_machine())
     if device.type == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(device)}")
     print(f"batch {args.batch}, up to {args.rounds} timed rounds per point (budget {args.point_budget:.0f} s), "

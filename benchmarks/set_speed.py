@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks.machine import describe_cpu  # noqa: E402
 from models import create_model  # noqa: E402
 from tests.reference_set_transformer import PublicISABEncoder  # noqa: E402
 from tests.reference_swarm import authors_swarm  # noqa: E402
@@ -55,18 +56,6 @@ ROWS = [
 PLAIN_ROW = ("swarm", "swarm fast=False (plain autograd reference path)",
              lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
                                               n_iter=N_ITER, num_layers=LAYERS, fast=False))
-
-
-def cpu_description() -> str:
-    """CPU model name and the SIMD flags that decide matmul speed, from /proc/cpuinfo (Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU (/proc/cpuinfo not readable)"
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
-    have = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in ("avx2", "avx512f", "avx512_bf16"))
-    return f"{model} ({have})"
 
 
 def make_train_step(model, x, mask, labels):
@@ -104,7 +93,7 @@ def main() -> None:
     t_start = time.perf_counter()
     print(f"# set models, train step, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}")
-    print(f"CPU: {cpu_description()}")
+    print(f"CPU: {describe_cpu()}")
     print(f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}), "
           f"Set Transformer ({ST_HIDDEN}-{ST_INDS}-{ST_LAYERS}); {args.rounds} rounds after 1 warm-up")
 

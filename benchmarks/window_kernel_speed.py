@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.machine import describe_cpu  # noqa: E402
 from models.layers.attention_patterns import sliding_chunks_attention  # noqa: E402
 from models.layers.window_attention import sliding_window_attention  # noqa: E402
 
@@ -80,8 +81,7 @@ def main() -> None:
             lambda: old_sw.sliding_window_attention(q, k, v, window_one_sided=16, key_mask=mask, rel_bias=bias),
             lambda: sliding_window_attention(q, k, v, window_one_sided=16, key_mask=mask, rel_bias=bias)),
     }
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"CPU {cpu}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); B={B} H={H} L={L} Dh={Dh}; "
+    print(f"CPU {describe_cpu()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); B={B} H={H} L={L} Dh={Dh}; "
           f"old = {args.rev}, {args.rounds} interleaved rounds; median and best ms (best: least disturbed by other processes)")
     print("| kernel | mode | old median | new median | new/old | old best | new best | new/old (best) | max abs diff |\n"
           "|---|---|---:|---:|---:|---:|---:|---:|---:|")
