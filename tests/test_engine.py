@@ -339,3 +339,10 @@ def test_lr_decays_at_a_share_of_the_steps(tmp_path):
     result = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(16, 1), cfg, tmp_path)
     lrs = {r["step"]: r["lr"] for r in result.history}
     assert lrs[14] == pytest.approx(3e-3) and lrs[16] == pytest.approx(3e-4)  # steps 15.. (0-based 14..) decayed
+
+
+def test_warmup_raises_the_lr_linearly_then_the_decay_applies(tmp_path):
+    cfg = TrainConfig(**{**CFG, "max_epochs": 0, "max_steps": 10, "eval_every": 1, "warmup_steps": 4, "lr_decay_at": 0.8})
+    result = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(16, 1), cfg, tmp_path)
+    lrs = [r["lr"] for r in result.history]  # the lr of each evaluation's last step
+    assert lrs == pytest.approx([3e-3 / 4, 3e-3 / 2, 3e-3 * 3 / 4] + [3e-3] * 5 + [3e-4] * 2)

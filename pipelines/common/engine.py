@@ -67,6 +67,7 @@ class TrainConfig:
     backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
     lr_decay_at: float = setting(0.0, ge=0, lt=1)  # share of the planned steps after which lr x lr_decay_factor; 0 = off
     lr_decay_factor: float = setting(0.1, gt=0, le=1)  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
+    warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
     seed: int = setting(0, ge=0)
     device: str = "auto"  # auto = cuda when available, else cpu; "cuda" needs a CUDA device (checked by check_device)
@@ -273,6 +274,13 @@ def step_decay(cfg: TrainConfig, total_steps: int | None) -> Callable[[int], flo
     return lambda step: cfg.lr_decay_factor if step >= at else 1.0
 
 
+def with_warmup(schedule: Callable[[int], float], warmup_steps: int) -> Callable[[int], float]:
+    """``schedule`` times a linear warmup: step s (0-based) of the first ``warmup_steps`` gets (s + 1) / warmup_steps."""
+    if not warmup_steps:
+        return schedule
+    return lambda step: schedule(step) * min(1.0, (step + 1) / warmup_steps)
+
+
 # -------------------------------------------------------------------------------------------- evaluation
 
 
@@ -476,7 +484,8 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         resume: ``True`` continues from ``out_dir/last.pt`` when it exists; a path continues from that file.
         callbacks: called as ``cb(state: TrainState)`` after each evaluation's checkpoint is written;
             returning True stops training (a sweep scheduler's decision, say).
-        lr_schedule: ``step -> multiplier`` of the learning rate (default: ``lr_decay_at``/``lr_decay_factor``).
+        lr_schedule: ``step -> multiplier`` of the learning rate (default: ``lr_decay_at``/``lr_decay_factor``);
+            ``warmup_steps`` multiplies either.
         identity: what the run is (model config, task options, data); kept in the checkpoint, and a resume of
             a run whose identity or training settings differ is refused (``check_resume``).
     """
@@ -502,7 +511,8 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
     steps_per_epoch = None if endless else len(epoch_plan(train_data, cfg, 1))
     if steps_per_epoch == 0:
         raise ValueError("the training split is empty")
-    schedule = lr_schedule or step_decay(cfg, planned_steps(cfg, steps_per_epoch)) or (lambda step: 1.0)
+    schedule = with_warmup(lr_schedule or step_decay(cfg, planned_steps(cfg, steps_per_epoch)) or (lambda step: 1.0),
+                           cfg.warmup_steps)
 
     p = _Progress()
     ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else out_dir / CHECKPOINT
