@@ -192,8 +192,10 @@ def to_device(batch: dict, device: torch.device) -> dict:
     """A batch on ``device``; on CUDA through pinned memory without blocking the host."""
     if device.type != "cuda":
         return batch
-    return {k: (v if v.device == device else v.pin_memory().to(device, non_blocking=True)) if torch.is_tensor(v) else v
-            for k, v in batch.items()}
+    # a split already on the GPU (on_device) hands out CUDA tensors, whose device reads cuda:0 where ``device``
+    # may read cuda: only CPU tensors are pinned
+    return {k: (v.to(device, non_blocking=True) if v.is_cuda else v.pin_memory().to(device, non_blocking=True))
+            if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
 def on_device(data, device: torch.device):
