@@ -94,7 +94,7 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
 def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
                  tracking: bool = True) -> dict:
     """The test metrics, speed and memory of one model; its figures go to ``plots_dir``."""
-    cfg = train_config(params, task.key)
+    cfg = train_config(params, task.key, name)
     model = load_best(params, task, name, train_root)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)

@@ -175,12 +175,12 @@ def configured_models(params: dict, task) -> list[str]:
     return fitting or task_models(params, task.key)
 
 
-def trial_train_config(params: dict, task_name: str) -> dict:
-    """TrainConfig keywords every trial starts from: the task's training settings, with ``sweep.max_epochs``,
+def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
+    """TrainConfig keywords every trial (of ``model``) starts from: the task's training settings, with ``sweep.max_epochs``,
     ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
     from pipelines.common.runs import train_settings
 
-    cfg = train_settings(params, task_name)
+    cfg = train_settings(params, task_name, model)
     sweep_cfg = params["sweep"]
     for key in ("max_epochs", "max_steps"):
         if sweep_cfg[key]:
@@ -208,7 +208,7 @@ def model_space(name: str, task, params: dict) -> ResolvedSpace:
     from pipelines.common.runs import build_model, model_overrides
 
     model = build_model(name, task, {})
-    base_train = trial_train_config(params, task.key)
+    base_train = trial_train_config(params, task.key, name)
     return resolve_space(params["sweep"]["spaces"], task.key, name, model_cfg=model.cfg,
                          train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
                          check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
@@ -285,7 +285,7 @@ def sweep_model(name: str, space: ResolvedSpace, *, task, params: dict, ray_dir:
     entry["parent_run_id"] = parent.run_id
     atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
-    train = trial_train_config(params, task.key)
+    train = trial_train_config(params, task.key, name)
     max_t = max_evaluations(train)
     ctx = TrialContext(task=task.name, key=task.key, options=dataclasses.asdict(task.options), root=str(task.root), model=name,
                        space=space, train=train,

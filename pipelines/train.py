@@ -45,7 +45,7 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
     run in ``.<model>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<model>/``) and
     refuses one whose settings differ.
     """
-    cfg = train_config(params, task.key)
+    cfg = train_config(params, task.key, name)
     set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
     model = build_model(name, task, model_overrides(params, task.key, name))
     train_ds = task.train_data(model.cfg)
@@ -155,8 +155,9 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     names = models or model_names(params, task_name)
     cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
     resolve_device(cfg.device)
-    for name in names:  # and unknown models or refused configs before the first one trains
+    for name in names:  # and unknown models, refused configs or per-model settings before the first one trains
         build_model(name, task, model_overrides(params, task_name, name))
+        train_config(params, task_name, name)
     if tracking:
         check_tracking_uri()
     root = Path(out_root) / task_name

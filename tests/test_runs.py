@@ -76,8 +76,46 @@ def test_model_overrides_may_hold_fields_for_one_model_only():
     task = make_task(params, "clustering_mog")
     assert build_model("set_transformer_isab", task, model_overrides(params, "clustering_mog", "set_transformer_isab")).cfg.head == "pma"
     params["tasks"]["clustering_mog"]["model_overrides"] = {"swram": {"head": "mean"}}
-    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping, so per-model overrides, but no registered model is called 'swram'.*did you mean swarm"):
+    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping, so per-model settings, but no registered model is called 'swram'.*did you mean swarm"):
         model_overrides(params, "clustering_mog", "swarm")
+
+
+def test_a_task_may_hold_training_settings_for_one_model(tmp_path):
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer", "longformer"], "model_overrides": {},
+                                   "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2, "lr": 1e-3,
+                                             "trans*": {"lr": 3e-4, "batch_size": 4}, "transformer": {"lr": 2e-4}},
+                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    assert (train_config(params, "counting", "transformer").lr, train_config(params, "counting", "transformer").batch_size) \
+        == (2e-4, params["train"]["batch_size"])  # the exact name wins over the pattern, whole mapping
+    assert train_config(params, "counting", "longformer").lr == 1e-3
+    assert train_config(params, "counting").lr == 1e-3
+
+    from pipelines.train import train
+
+    params["train"].update(device="cpu")
+    train(params, "counting", out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
+    import csv
+
+    for model, lr in (("transformer", 2e-4), ("longformer", 1e-3)):
+        rows = list(csv.DictReader(open(tmp_path / "rep" / "train" / "counting" / "history" / f"{model}.csv")))
+        assert float(rows[-1]["lr"]) == pytest.approx(lr)
+
+
+@pytest.mark.parametrize(("train", "message"), [
+    ({"transfomer": {"lr": 1e-3}}, r"tasks.counting.train.transfomer is a mapping, so per-model settings, but no "
+                                   r"registered model is called 'transfomer' or matches it; did you mean transformer"),
+    ({"transformer": {"lr": -1.0}}, r"tasks.counting.train.transformer.lr must be > 0, got -1.0"),
+    ({"transformer": {"dropout": 0.1}}, r"tasks.counting.train.transformer: unknown key\(s\) 'dropout'"),
+])
+def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path, train, message):
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": {},
+                                   "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2, **train},
+                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    from pipelines.train import train as run_train
+
+    with pytest.raises(SwarmlabError, match=message) as info:
+        run_train(params, "counting", out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
+    assert "\n" not in str(info.value) and not (tmp_path / "out").exists()
 
 
 def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
@@ -100,7 +138,7 @@ def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
 
 
 @pytest.mark.parametrize(("per_model", "message"), [
-    ({"longfromer": {"num_layers": 5}}, "tasks.counting.model_overrides.longfromer is a mapping, so per-model overrides, "
+    ({"longfromer": {"num_layers": 5}}, "tasks.counting.model_overrides.longfromer is a mapping, so per-model settings, "
                                         "but no registered model is called 'longfromer' or matches it; did you mean longformer"),
     ({"nothing*": {}}, "no registered model is called 'nothing\\*' or matches it"),
 ])

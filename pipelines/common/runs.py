@@ -67,21 +67,13 @@ def model_names(params: dict, task_name: str) -> list[str]:
     return names
 
 
-def model_overrides(params: dict, task_name: str, model: str | None = None) -> dict:
-    """Config fields for ``model`` from ``tasks.<task>.model_overrides``.
-
-    Plain entries apply to every model of the task. An entry whose value is a mapping applies to one model, on top:
-    its key is a registered model's name, or a glob pattern over names (``swarmformer*``); the exact name wins, else
-    the first pattern that matches, as ``sweep.spaces`` picks a model's space. So models with different config
-    fields share one task section: ``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``. A key
-    that names or matches no registered model is a one-line error.
-    """
+def _per_model(raw: dict, where: str) -> tuple[dict, dict]:
+    """Split a section into its plain entries and its per-model mappings (keyed by a registered model's name or a
+    glob over names); a mapping whose key names or matches no registered model is a one-line error."""
     import difflib
 
     import models
 
-    where = f"tasks.{task_name}.model_overrides"
-    raw = dict(task_section(params, task_name).get("model_overrides") or {})
     registered = models.list_models()
     shared, per_model = {}, {}
     for key, value in raw.items():
@@ -91,27 +83,55 @@ def model_overrides(params: dict, task_name: str, model: str | None = None) -> d
         if not any(fnmatch.fnmatchcase(m, str(key)) for m in registered):
             close = difflib.get_close_matches(str(key), registered, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise SwarmlabError(f"{where}.{key} is a mapping, so per-model overrides, but no registered model is called "
+            raise SwarmlabError(f"{where}.{key} is a mapping, so per-model settings, but no registered model is called "
                                 f"{key!r} or matches it{hint}")
         per_model[key] = value
+    return shared, per_model
+
+
+def _for_model(shared: dict, per_model: dict, model: str | None) -> dict:
+    """The plain entries, with ``model``'s mapping on top: the exact name wins, else the first matching pattern."""
     if model is None:
-        return shared
+        return dict(shared)
     key = model if model in per_model else next((k for k in per_model if fnmatch.fnmatchcase(model, str(k))), None)
     return {**shared, **(dict(per_model[key]) if key is not None else {})}
 
 
-def train_settings(params: dict, task_name: str) -> dict:
+def model_overrides(params: dict, task_name: str, model: str | None = None) -> dict:
+    """Config fields for ``model`` from ``tasks.<task>.model_overrides``.
+
+    Plain entries apply to every model of the task. An entry whose value is a mapping applies to one model, on top:
+    its key is a registered model's name, or a glob pattern over names (``swarmformer*``); the exact name wins, else
+    the first pattern that matches, as ``sweep.spaces`` picks a model's space. So models with different config
+    fields share one task section: ``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``. A key
+    that names or matches no registered model is a one-line error.
+    """
+    raw = dict(task_section(params, task_name).get("model_overrides") or {})
+    return _for_model(*_per_model(raw, f"tasks.{task_name}.model_overrides"), model)
+
+
+def train_settings(params: dict, task_name: str, model: str | None = None) -> dict:
     """TrainConfig keywords of ``task_name``: the `train` section, then ``tasks.<task>.train`` on top; every value
-    is checked where it was written (``train.lr``, ``tasks.<task>.train.lr``)."""
+    is checked where it was written (``train.lr``, ``tasks.<task>.train.lr``).
+
+    As in ``model_overrides``, a mapping in ``tasks.<task>.train`` holds one model's (or a glob's) own settings,
+    applied on top for that ``model``: ``{lr: 5e-4, hsw*: {lr: 2e-4}}``.
+    """
     import typing
 
     from pipelines.common.sections import seed, source_of
     from swarmlab.settings import check_value
 
-    per_task = task_section(params, task_name)["train"]
+    where_task = f"tasks.{task_name}.train"
+    try:
+        shared, per_model = _per_model(dict(task_section(params, task_name)["train"]), where_task)
+    except SwarmlabError as exc:
+        raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     hints = typing.get_type_hints(TrainConfig)
-    for where, values in (("train", params["train"]), (f"tasks.{task_name}.train", per_task)):
+    sections = [("train", params["train"]), (where_task, shared)]
+    sections += [(f"{where_task}.{key}", values) for key, values in per_model.items()]
+    for where, values in sections:
         unknown = sorted(set(values) - set(ENGINE_KEYS))
         if unknown:
             raise SwarmlabError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(ENGINE_KEYS)} "
@@ -122,7 +142,7 @@ def train_settings(params: dict, task_name: str) -> dict:
             except SwarmlabError as exc:
                 raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     settings = {k: params["train"][k] for k in ENGINE_KEYS if k in params["train"]}
-    settings.update(per_task)
+    settings.update(_for_model(shared, per_model, model))
     settings.update(seed=seed(params), eval_batch_size=evaluate_settings(params, task_name)["batch_size"])
     return settings
 
@@ -142,10 +162,11 @@ def evaluate_settings(params: dict, task_name: str) -> dict:
     return {**base, **per_task}
 
 
-def train_config(params: dict, task_name: str, **overrides) -> TrainConfig:
-    """The engine's settings for ``task_name``; values the engine refuses become one line naming the section."""
+def train_config(params: dict, task_name: str, model: str | None = None, **overrides) -> TrainConfig:
+    """The engine's settings for ``task_name`` (and ``model``'s own, if any); values the engine refuses become one
+    line naming the section."""
     try:
-        return TrainConfig(**{**train_settings(params, task_name), **overrides})
+        return TrainConfig(**{**train_settings(params, task_name, model), **overrides})
     except (TypeError, ValueError) as exc:
         raise SwarmlabError(f"{exc} (train / tasks.{task_name}.train)") from None
 
