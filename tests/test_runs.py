@@ -6,6 +6,7 @@ import pytest
 from pipelines.common.params import load_params
 from pipelines.common.runs import build_model, make_task, train_config
 from swarmlab.errors import SwarmlabError
+from tests.conftest import REPO_ROOT
 
 
 def params_with(**sections) -> dict:
@@ -170,3 +171,17 @@ def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
     params["tasks"]["counting"]["evaluate"] = {"batch": 7}
     with pytest.raises(SwarmlabError, match="tasks.counting.evaluate: unknown key\\(s\\) 'batch'; known: batch_size"):
         evaluate_settings(params, "counting")
+
+
+def test_outside_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch):
+    """Outside git a run records 'unknown'; SWARMLAB_GIT_COMMIT, when set, wins (a copy on a GPU machine)."""
+    import pipelines.common.paths as paths
+
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    monkeypatch.delenv("SWARMLAB_GIT_COMMIT", raising=False)
+    assert paths.git_commit() == "unknown"
+    monkeypatch.setenv("SWARMLAB_GIT_COMMIT", "b45e467")
+    assert paths.git_commit() == "b45e467"
+    monkeypatch.setattr(paths, "REPO_ROOT", REPO_ROOT)  # in the real checkout too
+    assert paths.git_commit() == "b45e467"

@@ -44,7 +44,12 @@ def tracking_uri() -> str:
 
 
 def git_commit() -> str:
-    """The current commit, with ``-dirty`` when the tree has uncommitted changes; ``unknown`` outside git."""
+    """The current commit, with ``-dirty`` when the tree has uncommitted changes; ``unknown`` outside git.
+
+    ``$SWARMLAB_GIT_COMMIT``, when set, is returned instead: a checkout copied to a GPU machine may carry no .git,
+    or one that does not match the copied tree (seen: the session's first commit, marked dirty)."""
+    if os.environ.get("SWARMLAB_GIT_COMMIT"):
+        return os.environ["SWARMLAB_GIT_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
