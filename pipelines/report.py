@@ -605,12 +605,15 @@ class Report:
         found = []
         for d in sorted({p.parent for p in folder.rglob("*metrics*.json")}):
             tr = read_json(d / "train_metrics.json") or {}
-            ev = read_json(d / "eval_metrics.json") or {}
+            ev = read_json(d / "eval_metrics.json") or read_json(d / "evaluate_metrics.json") or {}  # either name
             if isinstance(tr, dict) and isinstance(ev, dict) and (tr or ev):
                 found.append((d, tr, ev))
         return found
 
     def _side_rows(self, key: str) -> list[list[str]]:
+        def known(commit):  # the folder's wall.json, written by whoever ran it, names the commit first; a run
+            return None if commit == "unknown" else commit  # outside git records "unknown"
+
         rows = []
         mon = self.tasks[key].monitor if key in self.tasks else "loss"
         for side in self._side_dirs():
@@ -626,7 +629,7 @@ class Report:
                                  fmt(a.get(f"val_{mon}"), mon), fmt(b.get(f"test_{mon}"), mon),
                                  fmt(a.get("train_samples_per_s")),
                                  f"[{rel(d, self.reports)}]({rel(side, self.reports)}/README.md) · "
-                                 f"{short(b.get('git_commit') or (read_json(d / 'wall.json') or {}).get('commit'))}"])
+                                 f"{short((read_json(d / 'wall.json') or {}).get('commit') or known(b.get('git_commit')))}"])
         return rows
 
     def figures_section(self):

@@ -197,3 +197,17 @@ def test_disagreements_use_the_closest_paper_row_and_its_stated_noise(tmp_path):
     assert len(rows) == 1, rows  # swarm matches a row within its noise; loss and -loglik count once
     assert "`set_transformer_isab` vs Set Transformer ISAB (16) + pooling" in rows[0]
     assert "± 0.073 (stated)" in rows[0] and "(the closest of 6 rows)" in rows[0]
+
+
+@pytest.mark.parametrize("eval_name", ["eval_metrics.json", "evaluate_metrics.json"])
+def test_side_runs_show_their_test_metric_under_either_file_name(tmp_path, eval_name):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    side = reports / "side" / "gpu_run" / TASK
+    side.mkdir(parents=True)
+    (side.parent / "README.md").write_text("# a side run\n")
+    (side / "train_metrics.json").write_text(json.dumps({"hsw": {"num_params": 123, "val_accuracy": 0.6420}}))
+    (side / eval_name).write_text(json.dumps({"hsw": {"test_accuracy": 0.6357, "git_commit": "feedface" * 5}}))
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    row = next(line for line in (reports / "REPORT.md").read_text().splitlines() if line.startswith("| `hsw` |"))
+    assert "0.6420" in row and "0.6357" in row and "feedfac" in row
