@@ -7,17 +7,18 @@
 # travels with the checkout and is linked into the work folder /tmp/long_gpu (SWARMLAB_WORKDIR). The run's params
 # are params.yaml's paper profile with the task's models and time_budget_s replaced (saved as OUT/params_TASK.yaml).
 # OPTIONS_JSON='{"max_train": 64, ...}' (a dry run on a small copy) also replaces task options and builds the data
-# in the work folder instead.
+# in the work folder instead. TRAIN_JSON='{"lr": 2e-4}' replaces train settings of the task (a probe).
 set -u -o pipefail
 TASK=$1 BUDGET=$2 MODELS=$3 OUT=$4 COMMIT=${5:-unknown}
 cd "$(dirname "$0")/../../.."
 PY=${PY:-python3}
 export SWARMLAB_WORKDIR=${SWARMLAB_WORKDIR:-/tmp/long_gpu} SWARMLAB_PROGRESS=0 PYTHONUNBUFFERED=1
+export SWARMLAB_GIT_COMMIT=$COMMIT   # the copy's .git (if any) need not match its tree: the metrics record this
 mkdir -p "$SWARMLAB_WORKDIR/data" "$OUT"
 PARAMS=$OUT/params_$TASK.yaml
-$PY - "$TASK" "$BUDGET" "$MODELS" "$PARAMS" "${OPTIONS_JSON:-}" <<'PY' || exit 2
+$PY - "$TASK" "$BUDGET" "$MODELS" "$PARAMS" "${OPTIONS_JSON:-}" "${TRAIN_JSON:-}" <<'PY' || exit 2
 import json, sys, yaml
-task, budget, models, out, options = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
+task, budget, models, out, options, train = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4], *sys.argv[5:]
 p = yaml.safe_load(open("params.yaml"))
 p["profile"] = "paper"
 section = p["profiles"]["paper"]["tasks"][task]
@@ -25,6 +26,8 @@ section["models"] = models
 section["train"]["time_budget_s"] = budget
 if options:
     section.setdefault("options", {}).update(json.loads(options))
+if train:
+    section["train"].update(json.loads(train))
 yaml.safe_dump(p, open(out, "w"), sort_keys=False)
 PY
 now() { date +%s.%N; }
@@ -42,9 +45,12 @@ if [ -z "${OPTIONS_JSON:-}" ]; then
 else
   run $PY -m pipelines.data --params "$PARAMS" --task "$TASK" 2>&1 | tee -a "$OUT/run_$TASK.log"
 fi
-for m in ${MODELS//,/ }; do
+# SKIP_TRAIN=1: evaluate the models trained by an earlier call on the same (still warm) machine
+[ -n "${SKIP_TRAIN:-}" ] && MODELS_TO_TRAIN="" || MODELS_TO_TRAIN=$MODELS
+for m in ${MODELS_TO_TRAIN//,/ }; do
   run $PY -m pipelines.train --params "$PARAMS" --task "$TASK" --models "$m" --no-tracking 2>&1 | tee -a "$OUT/run_$TASK.log"
 done
-run $PY -m pipelines.evaluate --params "$PARAMS" --task "$TASK" --no-tracking 2>&1 | tee -a "$OUT/run_$TASK.log"
+# SKIP_EVAL=1: validation only (a probe whose settings are chosen on validation leaves the test split alone)
+[ -n "${SKIP_EVAL:-}" ] || run $PY -m pipelines.evaluate --params "$PARAMS" --task "$TASK" --no-tracking 2>&1 | tee -a "$OUT/run_$TASK.log"
 echo "end $(date -u +%FT%TZ)" | tee -a "$LOG"
 tar -C "$SWARMLAB_WORKDIR" -czf "$OUT/reports_$TASK.tgz" reports
