@@ -19,8 +19,8 @@ Models are compared at *matching width and depth* (printed with the table):
 
 Byte vocabulary (259), 11 classes, batch ``--batch`` (default 1) of random ids, all tokens real.
 
-  * train step = forward, cross-entropy, zero_grad, backward, clip_grad_norm_(1.0), AdamW step (weight decay on
-    matrices only), as ``pipelines.common.engine.fit`` does per batch;
+  * train step = forward, cross-entropy, zero_grad, backward, clip_grad_norm_(1.0), AdamW step (``make_optimizer``:
+    weight decay on matrices but the relative-position tables), as ``pipelines.common.engine.fit`` does per batch;
   * inference = ``eval()`` + ``torch.inference_mode()`` forward.
 
 Each (model, length) point gets one untimed warm-up of each, then up to ``--rounds`` timed rounds, interleaved
@@ -49,6 +49,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from models import create_model  # noqa: E402
+from pipelines.common.engine import TrainConfig, make_optimizer  # noqa: E402
 
 VOCAB, CLASSES = 259, 11  # tasks/long_data.py: bytes + PAD/CLS/SEP; arXiv-11
 
@@ -91,10 +92,8 @@ def group_specs(group: str, seed_all: bool, paper: bool) -> list[Spec]:
 
 
 def make_train_step(model, ids, mask, labels):
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=1e-4)
+    # fit's optimizer: AdamW, decay on matrices but not on what no_weight_decay() names, fused on CUDA
+    opt = make_optimizer(model, TrainConfig(lr=1e-4, weight_decay=0.01, optimizer="adamw"), ids.device)
 
     def step():
         model.train()

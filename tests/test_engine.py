@@ -346,3 +346,16 @@ def test_warmup_raises_the_lr_linearly_then_the_decay_applies(tmp_path):
     result = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(16, 1), cfg, tmp_path)
     lrs = [r["lr"] for r in result.history]  # the lr of each evaluation's last step
     assert lrs == pytest.approx([3e-3 / 4, 3e-3 / 2, 3e-3 * 3 / 4] + [3e-3] * 5 + [3e-4] * 2)
+
+
+def test_the_optimizer_leaves_what_a_module_names_in_no_weight_decay_undecayed():
+    from models import create_model
+
+    model = create_model("hsw_small", vocab_size=259, num_classes=2, seq_len=256)
+    optimizer = engine.make_optimizer(model, TrainConfig(**CFG), torch.device("cpu"))
+    decayed = {id(p) for p in optimizer.param_groups[0]["params"]}
+    names = {id(p): n for n, p in model.named_parameters()}
+    tables = [n for n, p in model.named_parameters() if n.endswith("attn.rel_bias")]
+    assert len(tables) == 5 and not any(id(p) in decayed for n, p in model.named_parameters() if n in tables)
+    assert {names[i] for i in decayed} >= {"patch_embed.weight", "head.weight", "stages.0.blocks.0.attn.qkv.weight"}
+    assert optimizer.param_groups[0]["weight_decay"] == CFG["weight_decay"] and optimizer.param_groups[1]["weight_decay"] == 0.0

@@ -324,6 +324,11 @@ class LocalWindowAttention(nn.Module):
         self.out_proj = nn.Linear(inner, dim)
         self.rel_bias = nn.Parameter(torch.zeros(heads, 2 * window_one_sided + 1)) if rel_pos_bias else None
 
+    def no_weight_decay(self) -> set[str]:
+        """Parameters (names within this module) the optimizer leaves undecayed: the relative-position bias table,
+        as Swin does (``pipelines.common.engine.make_optimizer`` reads this)."""
+        return {"rel_bias"} if self.rel_bias is not None else set()
+
     def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, L, _ = x.shape
         qkv = self.qkv(x).view(B, L, 3, self.heads, self.dim_head)  # (B, L, 3, H, Dh)
@@ -375,6 +380,12 @@ class ShiftedWindowAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_dropout)
         self.rel_bias = nn.Parameter(nn.init.trunc_normal_(torch.zeros(heads, 2 * window - 1), std=0.02))
+
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameters (names within this module) the optimizer leaves undecayed: the relative-position bias table,
+        as Swin does (``pipelines.common.engine.make_optimizer`` reads this)."""
+        return {"rel_bias"} if self.rel_bias is not None else set()
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         B, L, D = x.shape

@@ -223,9 +223,13 @@ def compiled(model: nn.Module, mode: str) -> nn.Module:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW or Adam; weights (ndim >= 2) decayed, biases and norms not; fused kernels on CUDA."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    """AdamW or Adam; weights (ndim >= 2) decayed, biases and norms not, nor what a module's ``no_weight_decay()``
+    names (timm's convention: Swin's relative-position bias tables); fused kernels on CUDA."""
+    excluded = {f"{prefix}.{name}" if prefix else name for prefix, module in model.named_modules()
+                if hasattr(module, "no_weight_decay") for name in module.no_weight_decay()}
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in named if p.ndim >= 2 and n not in excluded]
+    no_decay = [p for n, p in named if p.ndim < 2 or n in excluded]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     return cls(groups, lr=cfg.lr, **({"fused": True} if device.type == "cuda" else {}))
