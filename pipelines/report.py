@@ -595,7 +595,11 @@ class Report:
         except Exception:
             return ""
         keys = ("max_epochs", "max_steps", "time_budget_s", "patience", "plateau", "batch_size", "lr", "amp", "device")
-        return ", ".join(f"{k} {s[k]}" for k in keys if k in s)
+        text = ", ".join(f"{k} {s[k]}" for k in keys if k in s)
+        own = {m: v for m, v in (self.params["tasks"].get(key, {}).get("train") or {}).items() if isinstance(v, dict)}
+        for model, values in sorted(own.items()):  # per-model settings (tasks.<task>.train.<model or glob>)
+            text += f"; `{model}`: " + ", ".join(f"{k} {v}" for k, v in values.items())
+        return text
 
     def _side_dirs(self) -> list[Path]:
         return sorted(p for p in (self.reports / "side").glob("*") if p.is_dir())

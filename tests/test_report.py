@@ -211,3 +211,14 @@ def test_side_runs_show_their_test_metric_under_either_file_name(tmp_path, eval_
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     row = next(line for line in (reports / "REPORT.md").read_text().splitlines() if line.startswith("| `hsw` |"))
     assert "0.6420" in row and "0.6357" in row and "feedfac" in row
+
+
+def test_the_budget_line_names_per_model_training_settings(tmp_path):
+    import copy
+
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"][TASK]["train"] = {**params["tasks"][TASK]["train"], "transformer": {"lr": 1e-4}}
+    reports = fake_reports(tmp_path)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    line = next(x for x in (reports / "REPORT.md").read_text().splitlines() if x.startswith("Budget") and "`transformer`" in x)
+    assert line.rstrip(".").endswith("`transformer`: lr 0.0001")
