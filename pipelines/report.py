@@ -30,6 +30,7 @@ from pipelines.paper_baselines import BASELINES_FILE, EXPERIMENT, load_baselines
 from swarmlab.document import Bullets, Code, Document, Heading, Image, Para, Table, to_html, to_markdown
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
+from swarmlab.settings import flatten
 
 # --------------------------------------------------------------------------------------------------- data
 # Per-task presentation, keyed by task key: this is data (the papers' tables are per task), not stage logic.
@@ -890,7 +891,7 @@ class Report:
         for k in self.keys:
             data = self.tasks[k].data
             if data:
-                flat = {kk: v for kk, v in _flatten(data).items() if is_number(v) or isinstance(v, str)}
+                flat = {kk: v for kk, v in flatten(data).items() if is_number(v) or isinstance(v, str)}
                 d.add(Para(f"`{k}` (`reports/data/{k}/metrics.json`, `dvc repro data@{k}`):"),
                       Table(["field", "value"], [[kk, fmt(v) if is_number(v) else str(v)] for kk, v in sorted(flat.items())]))
                 shown = True
@@ -936,16 +937,6 @@ def _rounding(value: float) -> float:
         return 0.0
     digits = text.split(".")[1].rstrip("0") if "." in text else ""
     return 0.5 * 10 ** -len(digits)
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def _curve_csv(rows: list[dict], monitor: str) -> str:

@@ -132,3 +132,15 @@ def parse(cls: type, values: dict | None, where: str, *, partial: bool = False):
         raise SettingsError(f"{where}: {exc}" if where and not str(exc).startswith(where) else str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise SettingsError(f"{where}: {exc}") from None
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Nested mappings as one level of dotted keys: ``{"a": {"b": 1}} -> {"a.b": 1}`` (MLflow params, resume checks,
+    report tables)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

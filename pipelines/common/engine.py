@@ -33,7 +33,7 @@ from pipelines.common.progress import progress
 from pipelines.common.seeds import epoch_generator, set_seeds
 from pipelines.common.tracking import NullTracker
 from swarmlab.errors import SwarmlabError
-from swarmlab.settings import SettingsError, check, setting
+from swarmlab.settings import SettingsError, check, flatten, setting
 from tasks.base import batch_len, is_endless
 
 CHECKPOINT = "last.pt"  # full training state, written at every evaluation
@@ -440,23 +440,13 @@ RESUMABLE_CHANGES = frozenset({"max_epochs", "max_steps", "time_budget_s", "pati
                                "compile", "eval_batch_size", "check_finite_every"})
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def check_resume(state: dict, cfg: TrainConfig, identity: dict | None, path: Path) -> None:
     """Refuse, in one line naming the differences, to resume a run whose model, data or training settings differ."""
     before = {f"train.{k}": v for k, v in state["config"].items() if k not in RESUMABLE_CHANGES}
     now = {f"train.{k}": v for k, v in asdict(cfg).items() if k not in RESUMABLE_CHANGES}
     if identity is not None and "identity" in state:
-        before.update(_flat(state["identity"]))
-        now.update(_flat(identity))
+        before.update(flatten(state["identity"]))
+        now.update(flatten(identity))
     diff = [f"{k} {before.get(k, '(unset)')!r} -> {now.get(k, '(unset)')!r}" for k in sorted(set(before) | set(now))
             if before.get(k) != now.get(k)]
     if diff:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelines.common.paths import tracking_uri
 from swarmlab.errors import SwarmlabError
+from swarmlab.settings import flatten
 
 DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # SQLAlchemy stores MLflow accepts
 
@@ -71,17 +72,6 @@ class NullTracker:
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 class MlflowTracker:
     """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``."""
 
@@ -124,7 +114,7 @@ class MlflowTracker:
     def log_params(self, params: dict) -> None:
         from mlflow.entities import Param
 
-        flat = _flatten(params)
+        flat = flatten(params)
         existing = self.client.get_run(self.run_id).data.params
         new = [Param(k, str(v)[:6000]) for k, v in flat.items() if k not in existing]  # params are write-once
         for i in range(0, len(new), 100):
@@ -136,7 +126,7 @@ class MlflowTracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step or 0) for k, v in _flatten(metrics).items()
+        batch = [Metric(k, float(v), now, step or 0) for k, v in flatten(metrics).items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
         if batch:
             self.client.log_batch(self.run_id, metrics=batch)
