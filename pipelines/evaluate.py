@@ -1,11 +1,11 @@
-"""Stage `evaluate@<task>`: each trained model's best checkpoint on the test split, once, plus speed and memory.
+"""Stage `evaluate@<task>`: each trained run's best checkpoint on the test split, once, plus speed and memory.
 
 The task's test metrics (for text classification: accuracy, precision, recall, F1, confusion matrix) and
 its own figures (``task.report``), latency per batch (mean, p50, p95 after warm-up, with device
 synchronisation), throughput (samples/s; on CUDA a second pass without per-batch syncs) and peak
 memory (process peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on GPU). Writes
-``reports/evaluate/<task>/metrics.json`` (DVC metrics) and ``reports/evaluate/<task>/plots/``; logs to the
-model's MLflow training run.
+``reports/evaluate/<task>/metrics.json`` (DVC metrics; keyed by run, ``<model>-seed<k>``, each entry naming its
+model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run.
 
     python -m pipelines.evaluate [--task T] [--profile P] [--no-tracking]
 """
@@ -23,8 +23,8 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, on_device, resolve_amp, resolve_device,
                                      sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (build_model, default_task, evaluate_settings, load_best, make_task, model_names,
-                                   model_overrides, report_dir, run_name, train_config, train_dir)
+from pipelines.common.runs import (Run, build_model, default_task, evaluate_settings, load_best, make_task,
+                                   model_overrides, report_dir, task_runs, train_config, train_dir)
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
@@ -91,11 +91,12 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
     return meter.compute(), meter, speed
 
 
-def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
+def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
                  tracking: bool = True) -> dict:
-    """The test metrics, speed and memory of one model; its figures go to ``plots_dir``."""
-    cfg = train_config(params, task.key, name)
-    model = load_best(params, task, name, train_root)
+    """The test metrics, speed and memory of one run; its figures go to ``plots_dir``."""
+    name = run.name
+    cfg = train_config(params, task.key, run.model, seed=run.seed)
+    model = load_best(params, task, run, train_root)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with
@@ -106,15 +107,16 @@ def evaluate_one(task, name: str, params: dict, *, plots_dir: Path, train_root: 
     metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev["batch_size"],
                                     warmup_batches=ev["warmup_batches"], device=device, amp=amp)
     memory_mb, memory_kind = peak_memory_mb(device)
-    result = {**{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
+    result = {"model": run.model, "seed": run.seed, **{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
               "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit()}
     plots = task.report(meter, plots_dir, title=name, name=name)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-        tracker = make_tracker(True, task.key, run_name(name, params["seed"]), run_id=run_id,
-                               tags={"profile": params["profile"], "model": name, "stage": "evaluate", "task": task.key})
+        tracker = make_tracker(True, task.key, name, run_id=run_id,
+                               tags={"profile": params["profile"], "model": run.model, "stage": "evaluate", "task": task.key,
+                                     "seed": run.seed})
         tracker.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
         tracker.set_tags({"git_commit": result["git_commit"], "num_params": result["num_params"], "device": str(device)})
         for plot in plots:
@@ -131,18 +133,19 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
              report_root: Path = REPORTS_DIR, tracking: bool = True) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
-    for name in model_names(params, task_name):  # every setting and checkpoint before the first test batch is read
-        build_model(name, task, model_overrides(params, task_name, name))
-        ckpt = train_dir(task.key, name, train_root) / BEST
+    runs = task_runs(params, task_name)
+    for run in runs:  # every setting and checkpoint before the first test batch is read
+        build_model(run.model, task, model_overrides(params, task_name, run.model))
+        ckpt = train_dir(task.key, run.name, train_root) / BEST
         if not ckpt.is_file():
-            raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
+            raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     resolve_device(train_config(params, task_name).device)
     evaluate_settings(params, task_name)
     if tracking:
         check_tracking_uri()
     with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:  # all of it, or the previous reports
-        results = {name: evaluate_one(task, name, params, plots_dir=tmp / "plots", train_root=train_root, tracking=tracking)
-                   for name in model_names(params, task_name)}
+        results = {run.name: evaluate_one(task, run, params, plots_dir=tmp / "plots", train_root=train_root,
+                                          tracking=tracking) for run in runs}
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 

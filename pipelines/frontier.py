@@ -72,9 +72,10 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
     if not train_file.is_file():
         raise SwarmlabError(f"{train_file} is missing: train the task's models first (dvc repro train@{task.key})")
     points = []
-    for name, m in json.loads(train_file.read_text()).items():
+    for run, m in json.loads(train_file.read_text()).items():
         if m.get(score) is None:
             continue
+        name = m.get("model", run)  # one point per run: the seeds of a model are its spread
         model = build_model(name, task, model_overrides(params, task.key, name))
         points.append({"family": name, "source": "train", "code": arch_code(model), "num_params": int(m["num_params"]),
                        score: float(m[score])})

@@ -21,7 +21,7 @@ import torch
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import resolve_device
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import default_task, load_best, make_task, model_names, report_dir, train_settings
+from pipelines.common.runs import default_task, load_best, make_task, report_dir, task_runs, train_settings
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
 from tasks.base import Task
@@ -42,8 +42,7 @@ def sample(params: dict, task_key: str | None = None, *, options: dict | None = 
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead
         torch.set_num_threads(settings["num_threads"])
-    names = model_names(params, task.key)
-    models = {name: load_best(params, task, name, train_root) for name in names}  # every checkpoint first
+    models = {run.name: load_best(params, task, run, train_root) for run in task_runs(params, task.key)}  # every checkpoint first
     summaries = {}
     with atomic_dir(report_dir("sample", task.key, report_root)) as tmp:
         for name, model in models.items():

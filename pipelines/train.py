@@ -1,8 +1,9 @@
-"""Stage `train@<task>`: every model of ``tasks.<task>.models`` on the task's data, selected on validation.
+"""Stage `train@<task>`: every model of ``tasks.<task>.models`` under each of ``tasks.<task>.seeds``, selected on validation.
 
-Per model: ``outputs/train/<task>/<model>/`` (last.pt, best.pt, history.csv, run.json), an MLflow run
-``<model>-seed<k>`` in the task's experiment, ``reports/train/<task>/history/<model>.csv`` (DVC plot) and
-``reports/train/<task>/metrics.json`` (DVC metrics). The test split is not touched here.
+Per run (``<model>-seed<k>``; the seeds default to the top-level ``seed`` alone): ``outputs/train/<task>/<run>/``
+(last.pt, best.pt, history.csv, run.json), an MLflow run of that name in the task's experiment,
+``reports/train/<task>/history/<run>.csv`` (DVC plot) and an entry of ``reports/train/<task>/metrics.json``
+(DVC metrics; each entry names its model and seed). The test split is not touched here.
 
     python -m pipelines.train [--task T] [--profile P] [--models a,b] [--resume] [--no-tracking]
 """
@@ -19,8 +20,8 @@ import yaml
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   run_name, train_config, train_dir)
+from pipelines.common.runs import (Run, build_model, default_task, make_task, model_names, model_overrides, report_dir,
+                                   task_runs, train_config, train_dir)
 from pipelines.common.seeds import set_seeds
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from tasks.base import is_endless
@@ -36,28 +37,29 @@ def in_progress_dir(final: Path) -> Path:
     return final.parent / f".{final.name}.run"
 
 
-def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
+def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
               resume: bool = False, tracking: bool = True) -> dict:
-    """Train one model; its folder is replaced only when the run succeeds.
+    """Train one model under one seed; its folder is replaced only when the run succeeds.
 
-    The run writes into ``.<model>.run/`` beside ``<model>/`` and is renamed into place at the end, so a failed
+    The run writes into ``.<run>.run/`` beside ``<run>/`` and is renamed into place at the end, so a failed
     or killed run leaves the previous checkpoints exactly as they were. ``resume`` continues the interrupted
-    run in ``.<model>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<model>/``) and
+    run in ``.<run>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<run>/``) and
     refuses one whose settings differ.
     """
-    cfg = train_config(params, task.key, name)
-    set_seeds(params["seed"])  # initial weights follow `seed`, whatever ran before in this process
+    name = run.model
+    cfg = train_config(params, task.key, name, seed=run.seed)
+    set_seeds(run.seed)  # initial weights follow the run's seed, whatever ran before in this process
     model = build_model(name, task, model_overrides(params, task.key, name))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
     if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
         raise SwarmlabError(f"train.batch_size={cfg.batch_size} is larger than the training split "
                             f"({len(train_ds)} {task.item_name}): lower it (train or tasks.{task.key}.train)")
-    final = train_dir(task.key, name, out_root)
+    final = train_dir(task.key, run.name, out_root)
     work = in_progress_dir(final)
     created = not work.exists()  # removed again if this call fails with a user error (a kill -9 keeps it for --resume)
     try:
-        return _train_in(task, name, params, cfg, model, train_ds, val_ds, final, work, report_root=report_root,
+        return _train_in(task, run, params, cfg, model, train_ds, val_ds, final, work, report_root=report_root,
                          resume=resume, tracking=tracking)
     except SwarmlabError:
         if created:
@@ -65,34 +67,36 @@ def train_one(task, name: str, params: dict, *, out_root: Path = TRAIN_ROOT, rep
         raise
 
 
-def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, work: Path, *, report_root: Path,
+def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path, work: Path, *, report_root: Path,
               resume: bool, tracking: bool) -> dict:
+    name = run.model
     if resume and not (work / CHECKPOINT).is_file() and (final / CHECKPOINT).is_file():
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(final, work)  # a finished run given more epochs/steps goes on from its last checkpoint
     elif not resume:
         shutil.rmtree(work, ignore_errors=True)  # a fresh run starts clean
     if resume and not (work / CHECKPOINT).is_file():
-        print(f"train {task.key}/{name}: nothing to resume in {work} or {final}: starting a fresh run", flush=True)
+        print(f"train {task.key}/{run.name}: nothing to resume in {work} or {final}: starting a fresh run", flush=True)
     work.mkdir(parents=True, exist_ok=True)
 
     run_file = work / "run.json"
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
-    tracker = make_tracker(tracking, task.key, run_name(name, params["seed"]), run_id=previous.get("run_id"),
+    tracker = make_tracker(tracking, task.key, run.name, run_id=previous.get("run_id"),
                            tags={"profile": params["profile"], "git_commit": git_commit(), "model": name, "stage": "train",
-                                 "task": task.key})
+                                 "task": task.key, "seed": run.seed})
     atomic_write_text(run_file, json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key,
-                                            "seed": params["seed"]}) + "\n")
+                                            "seed": run.seed}) + "\n")
     data = task.describe_data(train_ds, val_ds)
     identity = {"model": {"name": name, **asdict(model.cfg)}, "task": {"name": task.name, **asdict(task.options)},
                 "data": data}
     if not previous:
-        tracker.log_params({**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"]})
+        tracker.log_params({**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"],
+                            "seed": run.seed})
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
-    print(f"train {task.key}/{name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
+    print(f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
           f"profile {params['profile']}", flush=True)
     try:
-        result = fit(model, task, train_ds, val_ds, cfg, work, resume=resume, tracker=tracker, desc=f"[{name}] ",
+        result = fit(model, task, train_ds, val_ds, cfg, work, resume=resume, tracker=tracker, desc=f"[{run.name}] ",
                      identity=identity)
     except BaseException:
         tracker.finish("FAILED")
@@ -100,9 +104,11 @@ def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, wor
     out_dir = work  # renamed to `final` once the reports are written
 
     reports = report_dir("train", task.key, report_root)
-    atomic_write_text(reports / "history" / f"{name}.csv", (out_dir / "history.csv").read_text())
+    atomic_write_text(reports / "history" / f"{run.name}.csv", (out_dir / "history.csv").read_text())
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
     summary = {
+        "model": name,
+        "seed": run.seed,
         "best_step": result.best_step,
         "best_epoch": result.best_epoch,
         "steps": result.steps,
@@ -120,7 +126,7 @@ def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, wor
         from swarmlab.plots import training_curve
 
         with tempfile.TemporaryDirectory() as tmp:
-            curve = training_curve(result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run_name(name, params['seed'])}",
+            curve = training_curve(result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run.name}",
                                    task.monitor)
             shutil.copy(curve, out_dir / "training_curve.png")
             resolved = Path(tmp) / "params_resolved.yaml"
@@ -145,7 +151,8 @@ def _train_in(task, name, params, cfg, model, train_ds, val_ds, final: Path, wor
 
 def train(params: dict, task_name: str | None = None, models: list[str] | None = None, *, options: dict | None = None,
           out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT, resume: bool = False, tracking: bool = True) -> dict:
-    """Train every requested model of one task; returns (and writes) ``reports/train/<task>/metrics.json``.
+    """Train every requested model of one task under each of its seeds; returns (and writes)
+    ``reports/train/<task>/metrics.json``, keyed by run name (``<model>-seed<k>``).
 
     Everything is checked before any data is read or any output touched: the task, its models and their
     configs, the engine's settings, the device and the tracking store.
@@ -166,9 +173,9 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
             shutil.rmtree(stale, ignore_errors=True)
     metrics_path = report_dir("train", task_name, report_root) / "metrics.json"
     summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
-    for name in names:
-        summaries[name] = train_one(task, name, params, out_root=out_root, report_root=report_root, resume=resume,
-                                    tracking=tracking)
+    for run in task_runs(params, task_name, names):
+        summaries[run.name] = train_one(task, run, params, out_root=out_root, report_root=report_root, resume=resume,
+                                        tracking=tracking)
         atomic_write_text(metrics_path, json.dumps(summaries, indent=2) + "\n")
     return summaries
 

@@ -237,7 +237,7 @@ def test_the_oracle_beats_a_trained_smoke_model(mog_data, tmp_path):
     params, options, _ = mog_data
     params["tasks"]["clustering_mog"]["models"] = ["swarm"]
     metrics = train(params, "clustering_mog", options=options, out_root=tmp_path / "out", report_root=tmp_path / "rep",
-                    tracking=False)["swarm"]
+                    tracking=False)["swarm-seed0"]
     assert metrics["steps"] == 4 and metrics["evaluations"] == 2
     assert metrics["val_oracle_loglik"] > metrics["val_loglik"]
     assert metrics["val_loglik_gap"] == pytest.approx(metrics["val_oracle_loglik"] - metrics["val_loglik"])
@@ -252,13 +252,14 @@ def test_train_evaluate_and_frontier_stages_on_tiny_direct_data(direct_data, tmp
     params["tasks"]["clustering_direct"]["models"] = ["swarm", "set_linear_mean"]
     kw = dict(options=options, report_root=tmp_path / "rep", tracking=False)
     trained = train(params, "clustering_direct", out_root=tmp_path / "out", **kw)
-    assert {m["stopped"] for m in trained.values()} == {"max_epochs"} and trained["swarm"]["evaluations"] == 2
+    assert {m["stopped"] for m in trained.values()} == {"max_epochs"} and trained["swarm-seed0"]["evaluations"] == 2
     tested = evaluate(params, "clustering_direct", train_root=tmp_path / "out", **kw)
     for name, m in tested.items():
         assert m["test_rows"] == 16 and 0 <= m["test_matched_accuracy"] <= 1 and -1 <= m["test_ari"] <= 1
         assert (tmp_path / "rep" / "evaluate" / "clustering_direct" / "plots" / f"clustering_{name}.png").is_file()
     best = frontier(params, "clustering_direct", report_root=tmp_path / "rep")
     assert set(best) == {"swarm", "set_linear_mean"} and best["swarm"]["code"] == "(8-2-1)"
+    assert {m["model"] for m in tested.values()} == {"swarm", "set_linear_mean"} and set(tested) == set(trained)
     assert (tmp_path / "rep" / "frontier" / "clustering_direct" / "frontier.png").is_file()
 
 

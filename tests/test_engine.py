@@ -137,8 +137,8 @@ def test_train_stage_seeds_the_initial_weights(tiny_params, tiny_tokenized, tmp_
     train(tiny_params, "imdb", ["swarmformer_small"], out_root=tmp_path / "a", **kwargs)
     torch.rand(1000)  # disturb the global RNG between runs
     train(tiny_params, "imdb", ["swarmformer_small"], out_root=tmp_path / "b", **kwargs)
-    a = torch.load(tmp_path / "a" / "imdb" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
-    b = torch.load(tmp_path / "b" / "imdb" / "swarmformer_small" / "last.pt", weights_only=True)["model"]
+    a = torch.load(tmp_path / "a" / "imdb" / "swarmformer_small-seed0" / "last.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "imdb" / "swarmformer_small-seed0" / "last.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -231,17 +231,17 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
     params = copy.deepcopy(params)
     params["tasks"]["mnist"].update(models=["swarm_transformer"], model_overrides={"dim": 16, "dim_hidden": 16, "n_iter": 2})
     train_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
-    with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer on mnist first"):
+    with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer-seed0 on mnist first"):
         sample(params, "mnist", train_root=train_root, report_root=reports)
     assert not (reports / "sample" / "mnist").exists()
-    (train_root / "mnist" / "swarm_transformer").mkdir(parents=True)
-    torch.save(model.state_dict(), train_root / "mnist" / "swarm_transformer" / "best.pt")
+    (train_root / "mnist" / "swarm_transformer-seed0").mkdir(parents=True)
+    torch.save(model.state_dict(), train_root / "mnist" / "swarm_transformer-seed0" / "best.pt")
     params["sample"].update(num_samples=10)
     summary = sample(params, "mnist", train_root=train_root, report_root=reports)
     folder = reports / "sample" / "mnist"
-    assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer"]
-    assert {p.name for p in (folder / "swarm_transformer").iterdir()} == {"samples.png", "samples.npz"}
-    assert json.loads((folder / "summary.json").read_text()) == summary and summary["swarm_transformer"]["samples"] == 10
+    assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer-seed0"]
+    assert {p.name for p in (folder / "swarm_transformer-seed0").iterdir()} == {"samples.png", "samples.npz"}
+    assert json.loads((folder / "summary.json").read_text()) == summary and summary["swarm_transformer-seed0"]["samples"] == 10
 
 
 def test_sample_stage_refuses_a_task_that_generates_nothing(tmp_path):
@@ -269,9 +269,9 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     params["tasks"]["mnist"]["train"].update(max_steps=6, eval_every=3, batch_size=16)
     out_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
     data = build(params, "mnist", report_root=reports)
-    trained = train(params, "mnist", out_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small"]
-    evaluated = evaluate(params, "mnist", train_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small"]
-    sampled = sample(params, "mnist", train_root=out_root, report_root=reports)["swarm_transformer_small"]
+    trained = train(params, "mnist", out_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small-seed0"]
+    evaluated = evaluate(params, "mnist", train_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small-seed0"]
+    sampled = sample(params, "mnist", train_root=out_root, report_root=reports)["swarm_transformer_small-seed0"]
 
     assert data["approximate_train_images"] is True
     assert trained["steps"] == 6 and trained["data"]["approximate_train_images"] is True

@@ -27,8 +27,8 @@ def test_a_section_may_run_a_registered_task_under_its_own_name(tmp_path):
 
     params["train"].update(device="cpu")
     metrics = train(params, "counting", out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
-    assert metrics["transformer"]["steps"] == 4
-    assert (tmp_path / "out" / "counting" / "transformer" / "best.pt").is_file()
+    assert metrics["transformer-seed0"]["steps"] == 4 and metrics["transformer-seed0"]["model"] == "transformer"
+    assert (tmp_path / "out" / "counting" / "transformer-seed0" / "best.pt").is_file()
     assert (tmp_path / "rep" / "train" / "counting" / "metrics.json").is_file()
 
 
@@ -98,7 +98,7 @@ def test_a_task_may_hold_training_settings_for_one_model(tmp_path):
     import csv
 
     for model, lr in (("transformer", 2e-4), ("longformer", 1e-3)):
-        rows = list(csv.DictReader(open(tmp_path / "rep" / "train" / "counting" / "history" / f"{model}.csv")))
+        rows = list(csv.DictReader(open(tmp_path / "rep" / "train" / "counting" / "history" / f"{model}-seed0.csv")))
         assert float(rows[-1]["lr"]) == pytest.approx(lr)
 
 
@@ -185,3 +185,44 @@ def test_outside_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch
     assert paths.git_commit() == "b45e467"
     monkeypatch.setattr(paths, "REPO_ROOT", REPO_ROOT)  # in the real checkout too
     assert paths.git_commit() == "b45e467"
+
+
+def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
+    """`tasks.<task>.seeds` trains every model under each seed: run names, folders and metrics carry the seed, and a
+    seed's run starts from the same weights as that seed alone would."""
+    import torch
+
+    from pipelines.common.runs import Run, task_runs
+    from pipelines.train import train
+
+    section = {"task": "toy_counting", "models": ["transformer"], "model_overrides": {"d_model": 16, "num_layers": 1,
+               "num_heads": 2}, "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2},
+               "options": {"seq_len": 8, "vocab_size": 5}, "seeds": [3, 1]}
+    params = params_with(counting=section)
+    params["train"].update(device="cpu")
+    assert task_runs(params, "counting") == [Run("transformer", 3), Run("transformer", 1)]
+    kw = dict(report_root=tmp_path / "rep", tracking=False)
+    metrics = train(params, "counting", out_root=tmp_path / "both", **kw)
+    assert list(metrics) == ["transformer-seed3", "transformer-seed1"]
+    assert [(m["model"], m["seed"]) for m in metrics.values()] == [("transformer", 3), ("transformer", 1)]
+    alone = params_with(counting={**section, "seeds": [1]})
+    alone["train"].update(device="cpu")
+    train(alone, "counting", out_root=tmp_path / "alone", **kw)
+    load = lambda root, run: torch.load(root / "counting" / run / "last.pt", weights_only=True)["model"]
+    a, b = load(tmp_path / "both", "transformer-seed1"), load(tmp_path / "alone", "transformer-seed1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    c = load(tmp_path / "both", "transformer-seed3")
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.parametrize(("seeds", "message"), [
+    ([0, 0], "seeds lists a seed twice"),
+    ([-1], "seeds must be non-negative integers"),
+    (["a"], "seeds"),
+])
+def test_bad_seeds_are_one_line(seeds, message):
+    from pipelines.common.runs import task_runs
+
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "seeds": seeds})
+    with pytest.raises(SwarmlabError, match=message):
+        task_runs(params, "counting")

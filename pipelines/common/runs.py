@@ -60,6 +60,35 @@ def make_task(params: dict, key: str, *, options: dict | None = None, root: Path
     return task
 
 
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One model of a task under one seed: the unit that trains, is tested, is tracked and is scheduled.
+
+    Its name, ``<model>-seed<k>``, names its folder (``outputs/train/<task>/<name>``), its MLflow run and its entry
+    in the task's metrics files.
+    """
+
+    model: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return run_name(self.model, self.seed)
+
+
+def task_seeds(params: dict, task_name: str) -> list[int]:
+    """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
+    from pipelines.common.sections import seed
+
+    return list(task_section(params, task_name).get("seeds") or [seed(params)])
+
+
+def task_runs(params: dict, task_name: str, models: list[str] | None = None) -> list[Run]:
+    """Every (model, seed) run of a task, models first: ``a-seed0, a-seed1, b-seed0, b-seed1``."""
+    seeds = task_seeds(params, task_name)
+    return [Run(name, s) for name in (models or model_names(params, task_name)) for s in seeds]
+
+
 def model_names(params: dict, task_name: str) -> list[str]:
     names = list(task_section(params, task_name).get("models") or [])
     if not names:
@@ -163,6 +192,7 @@ def evaluate_settings(params: dict, task_name: str) -> dict:
 
 
 def train_config(params: dict, task_name: str, model: str | None = None, **overrides) -> TrainConfig:
+    # ``overrides`` take engine fields as they are, e.g. ``seed=run.seed`` for one run of a task with several seeds
     """The engine's settings for ``task_name`` (and ``model``'s own, if any); values the engine refuses become one
     line naming the section."""
     try:
@@ -197,13 +227,13 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
         raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
 
 
-def load_best(params: dict, task, name: str, train_root: Path = OUTPUTS_DIR / "train"):
-    """Model ``name`` of ``task`` with the weights of its best checkpoint (``<train_root>/<task>/<model>/best.pt``),
-    on the CPU; a missing checkpoint is a one-line error saying which stage to run."""
-    ckpt = train_dir(task.key, name, train_root) / BEST
+def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "train"):
+    """The model of ``run`` with the weights of its best checkpoint (``<train_root>/<task>/<run>/best.pt``), on the
+    CPU; a missing checkpoint is a one-line error saying which stage to run."""
+    ckpt = train_dir(task.key, run.name, train_root) / BEST
     if not ckpt.is_file():
-        raise SwarmlabError(f"{ckpt} is missing: train {name} on {task.key} first (dvc repro train@{task.key})")
-    model = build_model(name, task, model_overrides(params, task.key, name))
+        raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
+    model = build_model(run.model, task, model_overrides(params, task.key, run.model))
     load_weights(model, load_checkpoint(ckpt), ckpt)
     return model
 
@@ -212,9 +242,9 @@ def run_name(model_name: str, seed: int) -> str:
     return f"{model_name}-seed{seed}"
 
 
-def train_dir(task_name: str, model_name: str, root: Path = OUTPUTS_DIR / "train") -> Path:
-    """Checkpoints of one model on one task: ``outputs/train/<task>/<model>``."""
-    return Path(root) / task_name / model_name
+def train_dir(task_name: str, run: str, root: Path = OUTPUTS_DIR / "train") -> Path:
+    """Checkpoints of one run (``<model>-seed<k>``) of one task: ``outputs/train/<task>/<run>``."""
+    return Path(root) / task_name / run
 
 
 def report_dir(stage: str, task_name: str, root: Path = REPORTS_DIR) -> Path:

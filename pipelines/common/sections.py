@@ -57,11 +57,17 @@ class TaskSection:
     evaluate: dict = setting({})  # `evaluate` settings that differ for this task (a smaller batch at 4k tokens)
     options: dict = setting({})  # the task's own settings (its Options dataclass)
     task: str = ""  # the registered task this section runs; "" = the section's own name
+    seeds: list[int] = setting([])  # every model trains (and is tested) once per seed; [] = the top-level `seed` alone
 
     def __post_init__(self):
         check(self, "tasks.<key>")
         if not self.models:
             raise ValueError("models is empty: list at least one registered model")
+        bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        if bad:
+            raise ValueError(f"seeds must be non-negative integers, got {bad[0]!r}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds lists a seed twice: {self.seeds}")
 
 
 @dataclass
