@@ -150,6 +150,10 @@ class Task(abc.ABC):
     mode: ClassVar[str] = "min"  # "max" or "min"
     item_name: ClassVar[str] = "samples"  # what one row is, in messages: "reviews", "tasks", "images"
     Options: ClassVar[type] = NoOptions  # the task's settings: params.yaml `tasks.<name>.options`
+    # Where the data stage records its files (swarmlab/integrity.py): a split's files in the data folder as a glob
+    # ("{split}-*.parquet"), and the splits the folder holds. "" = the task keeps no such record.
+    split_files: ClassVar[str] = ""
+    data_splits: ClassVar[tuple[str, ...]] = ("train", "val", "test")
 
     def __init__(self, options: dict | Any | None = None, *, root: str | Path | None = None, where: str | None = None):
         """``options`` are checked against ``Options`` (errors name ``where``, default ``tasks.<name>.options``);
@@ -183,6 +187,36 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def eval_data(self, split: str, model_cfg) -> FiniteData:
         """The ``val`` or ``test`` split for a model with config ``model_cfg``."""
+
+    # data integrity (swarmlab/integrity.py) ------------------------------------------------------------
+    @property
+    def rebuild_hint(self) -> str:
+        """How to rebuild the task's data folder, for messages."""
+        return f"python -m pipelines.data --task {self.key} (dvc repro of its data stage)"
+
+    def check_data(self, splits: tuple[str, ...] = ("train", "val")) -> None:
+        """Check the files of ``splits`` against what the data stage recorded in ``meta.json`` (exactly the recorded
+        files, each with its size and SHA-256; ``swarmlab.integrity.verify_files``) before they are read; once per
+        split and task instance. ``meta`` (the subclass's) has already checked the options. A task that keeps no
+        record (``split_files`` empty: IMDB, whose folder comes from stages of its own) has nothing to check."""
+        if not self.split_files:
+            return
+        from swarmlab.integrity import verify_files
+
+        done = self.__dict__.setdefault("_verified_splits", set())
+        for split in splits:
+            if split in self.data_splits and split not in done:
+                verify_files(self.data_dir, self.meta, split, self.split_files.format(split=split), self.rebuild_hint)
+                done.add(split)
+
+    def data_fingerprint(self) -> str | None:
+        """A short hash of the data folder's recorded content (``swarmlab.integrity.fingerprint``): a run records it,
+        and evaluate / sample refuse a checkpoint trained on other data. None when the task keeps no record."""
+        if not self.split_files:
+            return None
+        from swarmlab.integrity import fingerprint
+
+        return fingerprint(self.meta)
 
     def max_seq_len(self) -> int | None:
         """The longest ``seq_len`` the data can feed a model (a sweep refuses longer ones); None = any."""

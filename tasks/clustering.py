@@ -32,13 +32,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.heartbeat import Heartbeat
+from swarmlab.integrity import FILES_KEY, META, check_options, read_meta, record_files
+from swarmlab.settings import setting
 from tasks.base import EndlessData, LossMeter, Task
 from tasks.registry import register_task
 from tasks.set_data import (DIM, MOG_K, MogTask, balanced_batches, collate, make_direct_clustering_tasks, make_mog_task,
                             make_mog_tasks, read_set_tasks, write_set_tasks)
 from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
-
-META = "meta.json"
 
 
 # ------------------------------------------------------------------------------------------------- options
@@ -49,19 +50,35 @@ def _check_range(name: str, low: int, high: int, floor: int) -> None:
         raise ValueError(f"{name}_min and {name}_max must satisfy {floor} <= {name}_min <= {name}_max, got {low} and {high}")
 
 
+# Generator bounds: every option has a range, and a build whose sets would not fit in memory is refused up front
+# rather than discovered after minutes of drawing (an n_max of 2,000,000 once rebuilt the data silently).
+MAX_TASKS = 1_000_000  # per split (the paper: 9,000 / 1,000 / 10,000)
+MAX_POINTS_PER_SET = 20_000  # 20x the paper's largest set (1,000); a set model holds (B, N, D) activations
+MAX_CLUSTERS = 100
+MAX_POINTS = 100_000_000  # expected points of one build: ~1.6 GB in memory (float32 x, y + int64 label) while written
+
+
+def _check_budget(where_tasks: str, tasks: int, n_min: int, n_max: int) -> None:
+    expected = tasks * (n_min + n_max) / 2
+    if expected > MAX_POINTS:
+        raise ValueError(f"{where_tasks} = {tasks:,} tasks of {n_min}..{n_max} points would be ~{expected:,.0f} points "
+                         f"(~{expected * 16 / 2**30:.1f} GB while built), above the {MAX_POINTS:,} this build allows: "
+                         f"lower the task counts or n_max")
+
+
 @dataclass
 class DirectOptions:
     data_dir: str = "data/clustering_direct"  # build_data's output (relative to the work folder)
-    train_tasks: int = 9000  # §4.1.1: 10,000 tasks, 9,000 for training ...
-    val_tasks: int = 1000  # ... and 1,000 for validation
-    test_tasks: int = 1000  # not in the paper (it reports validation): a fixed test split for the evaluate stage
-    n_min: int = 100  # points per task ~ U{n_min..n_max}: §4.1.1 "uniformly between 100 and 1.000"
-    n_max: int = 1000
-    k_min: int = 3  # clusters per task ~ U{k_min..k_max}: §4.1.1 "between 3 and 10"
-    k_max: int = 10
-    slots: int = 10  # cluster slots the model scores per point (the authors' n_out = 10); >= k_max
-    data_seed: int = 0  # train + val: "sampled once with a fixed random seed" (the authors' create_data_loders(seed=0))
-    test_seed: int = 1  # the test split's own seed
+    train_tasks: int = setting(9000, ge=1, le=MAX_TASKS)  # §4.1.1: 10,000 tasks, 9,000 for training ...
+    val_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # ... and 1,000 for validation
+    test_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # not in the paper (it reports validation): a fixed test split
+    n_min: int = setting(100, ge=1, le=MAX_POINTS_PER_SET)  # points per task ~ U{n_min..n_max}: §4.1.1 "between 100 and 1.000"
+    n_max: int = setting(1000, ge=1, le=MAX_POINTS_PER_SET)
+    k_min: int = setting(3, ge=1, le=MAX_CLUSTERS)  # clusters per task ~ U{k_min..k_max}: §4.1.1 "between 3 and 10"
+    k_max: int = setting(10, ge=1, le=MAX_CLUSTERS)
+    slots: int = setting(10, ge=1, le=MAX_CLUSTERS)  # cluster slots the model scores per point (the authors' n_out = 10); >= k_max
+    data_seed: int = setting(0, ge=0)  # train + val: "sampled once with a fixed random seed" (the authors' create_data_loders(seed=0))
+    test_seed: int = setting(1, ge=0)  # the test split's own seed
 
     def __post_init__(self):
         for name in ("train_tasks", "val_tasks", "test_tasks"):
@@ -75,17 +92,19 @@ class DirectOptions:
         if self.data_seed == self.test_seed:
             raise ValueError(f"data_seed and test_seed are both {self.data_seed}: the test split would repeat the "
                              f"training tasks; give the test split a seed of its own")
+        _check_budget("train_tasks + val_tasks + test_tasks", self.train_tasks + self.val_tasks + self.test_tasks,
+                      self.n_min, self.n_max)
 
 
 @dataclass
 class MogOptions:
     data_dir: str = "data/clustering_mog"  # build_data's output: the fixed validation and test sets
-    n_min: int = 100  # points per task ~ U{n_min..n_max}: §4.2 "uniformly from the interval [100, 500]"
-    n_max: int = 500
-    val_tasks: int = 1000  # fixed validation set (the authors draw 100 fresh batches of 10 at every validation)
-    test_tasks: int = 10000  # §4.2 "a test log-likelihood of another 10.000 tasks"
-    val_seed: int = 0  # the training stream is seeded by (the run's seed, step): a different stream from these
-    test_seed: int = 1
+    n_min: int = setting(100, ge=1, le=MAX_POINTS_PER_SET)  # points per task ~ U{n_min..n_max}: §4.2 "[100, 500]"
+    n_max: int = setting(500, ge=1, le=MAX_POINTS_PER_SET)
+    val_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # fixed validation set (the authors draw 100 fresh batches of 10)
+    test_tasks: int = setting(10000, ge=1, le=MAX_TASKS)  # §4.2 "a test log-likelihood of another 10.000 tasks"
+    val_seed: int = setting(0, ge=0)  # the training stream is seeded by (the run's seed, step): a different stream
+    test_seed: int = setting(1, ge=0)
 
     def __post_init__(self):
         for name in ("val_tasks", "test_tasks"):
@@ -94,6 +113,7 @@ class MogOptions:
         _check_range("n", self.n_min, self.n_max, 1)
         if self.val_seed == self.test_seed:
             raise ValueError(f"val_seed and test_seed are both {self.val_seed}: give the test set a seed of its own")
+        _check_budget("val_tasks + test_tasks", self.val_tasks + self.test_tasks, self.n_min, self.n_max)
 
 
 # ---------------------------------------------------------------------------------------------------- data
@@ -179,23 +199,30 @@ class MogStream(EndlessData):
         return mog_batch([make_mog_task(np.random.default_rng(c), n=n) for c in children])
 
 
-def _read_meta(task: Task, expected: dict) -> dict:
-    """``meta.json`` of the task's data folder, checked against the options that generated it."""
-    path = task.data_dir / META
-    hint = f"python -m pipelines.data --task {task.key} (dvc repro data@{task.key})"
-    if not path.is_file():
-        raise SwarmlabError(f"{path} is missing: build the task's data first: {hint}")
-    meta = json.loads(path.read_text())
-    built = meta.get("options", {})
-    differ = [f"{k} {built.get(k)!r} -> {v!r}" for k, v in expected.items() if built.get(k) != v]
-    if differ:
-        raise SwarmlabError(f"{task.data_dir} was built with other options than tasks.{task.key}.options "
-                            f"({', '.join(differ)}): rebuild it: {hint}")
-    return meta
-
-
 def _write_meta(out_dir: Path, kind: str, options: dict, splits: dict) -> None:
-    (out_dir / META).write_text(json.dumps({"kind": kind, "options": options, "splits": splits}, indent=2) + "\n")
+    files = record_files(out_dir, {split: [f"{split}.parquet"] for split in ("train", "val", "test")
+                                   if (out_dir / f"{split}.parquet").is_file()})
+    (out_dir / META).write_text(json.dumps({"kind": kind, "options": options, "splits": splits, FILES_KEY: files},
+                                           indent=2) + "\n")
+
+
+def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None, hint: str) -> None:
+    """What a model would choke on, named by file and row: tasks of another kind (another task's file), a label
+    outside the task's clusters or the model's slots, a NaN or inf coordinate."""
+    want = ClusteringTask if kind == "clustering" else MogTask
+    if tasks and type(tasks[0]) is not want:
+        got = "clustering" if type(tasks[0]) is ClusteringTask else "mog"
+        raise SwarmlabError(f"{path} holds {got} tasks, not the {kind} tasks of this data folder: it belongs to another "
+                            f"task's data; rebuild the folder: {hint}")
+    for row, t in enumerate(tasks):
+        if not np.isfinite(t.points).all():
+            raise SwarmlabError(f"{path} row {row}: a point has a NaN or inf coordinate: the file is damaged; rebuild the "
+                                f"data: {hint}")
+        k = len(t.means) if kind == "clustering" else len(t.pi)
+        if len(t.labels) and (int(t.labels.min()) < 0 or int(t.labels.max()) >= k or (slots and int(t.labels.max()) >= slots)):
+            bad = int(t.labels.max()) if int(t.labels.max()) >= 0 else int(t.labels.min())
+            raise SwarmlabError(f"{path} row {row}: label {bad} outside the task's {k} clusters"
+                                + (f" (the model scores {slots} slots)" if slots else "") + f": rebuild the data: {hint}")
 
 
 # ------------------------------------------------------------------------------------------------- metrics
@@ -329,14 +356,32 @@ class _SetTask(Task):
     def _splits(self) -> dict:
         return {}  # split name -> loaded split, shared by the models one stage trains in turn
 
+    split_files = "{split}.parquet"
+
     def _generation_options(self) -> dict:
         """The options the data folder depends on (all but data_dir)."""
         return {k: v for k, v in asdict(self.options).items() if k != "data_dir"}
 
+    @functools.cached_property
+    def meta(self) -> dict:
+        """``meta.json`` of the data folder, checked: JSON, and built with the options in force."""
+        path = self.data_dir / META
+        meta = read_meta(path, self.rebuild_hint)
+        check_options(meta, path, self._generation_options(), f"tasks.{self.key}.options", self.rebuild_hint)
+        return meta
+
+    @property
+    def rebuild_hint(self) -> str:
+        return f"python -m pipelines.data --task {self.key} (dvc repro derive@{self.key})"
+
     def _load(self, split: str, make):
         if split not in self._splits:
-            _read_meta(self, self._generation_options())
-            self._splits[split] = make(read_set_tasks(self.data_dir / f"{split}.parquet"))
+            self.check_data((split,))
+            path = self.data_dir / f"{split}.parquet"
+            tasks = read_set_tasks(path)
+            check_split_values(path, tasks, kind=self.meta.get("kind", ""), slots=getattr(self.options, "slots", None),
+                               hint=self.rebuild_hint)
+            self._splits[split] = make(tasks)
         return self._splits[split]
 
     def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
@@ -356,9 +401,11 @@ class ClusteringDirectTask(_SetTask):
     def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
         o = self.options
         n_range, k_range = (o.n_min, o.n_max), (o.k_min, o.k_max)
-        tasks = make_direct_clustering_tasks(o.train_tasks + o.val_tasks, o.data_seed, n_range, k_range)
+        beat = Heartbeat(f"data {self.key}", o.train_tasks + o.val_tasks + o.test_tasks, "tasks").beat
+        tasks = make_direct_clustering_tasks(o.train_tasks + o.val_tasks, o.data_seed, n_range, k_range, progress=beat)
         splits = {"train": tasks[:o.train_tasks], "val": tasks[o.train_tasks:],
-                  "test": make_direct_clustering_tasks(o.test_tasks, o.test_seed, n_range, k_range)}
+                  "test": make_direct_clustering_tasks(o.test_tasks, o.test_seed, n_range, k_range,
+                                                       progress=lambda i: beat(len(tasks) + i))}
         summary = {}
         for split, items in splits.items():
             write_set_tasks(out_dir / f"{split}.parquet", items)
@@ -409,6 +456,7 @@ class ClusteringMogTask(_SetTask):
     name = "clustering_mog"
     Options = MogOptions
     num_clusters = MOG_K
+    data_splits = ("val", "test")  # training data is endless, drawn per step
 
     def model_kwargs(self) -> dict:
         return {"dim_input": DIM, "dim_output": self.num_clusters * (2 * DIM + 1)}
@@ -418,8 +466,10 @@ class ClusteringMogTask(_SetTask):
 
         o = self.options
         summary = {}
-        for split, n, split_seed in (("val", o.val_tasks, o.val_seed), ("test", o.test_tasks, o.test_seed)):
-            tasks = make_mog_tasks(n, split_seed, (o.n_min, o.n_max))
+        beat = Heartbeat(f"data {self.key}", o.val_tasks + o.test_tasks, "tasks").beat
+        for split, n, split_seed, before in (("val", o.val_tasks, o.val_seed, 0),
+                                             ("test", o.test_tasks, o.test_seed, o.val_tasks)):
+            tasks = make_mog_tasks(n, split_seed, (o.n_min, o.n_max), progress=lambda i, b=before: beat(b + i))
             write_set_tasks(out_dir / f"{split}.parquet", tasks)
             oracle = torch.cat([mog_oracle_log_likelihood(tasks[i:i + 1000]) for i in range(0, n, 1000)])
             summary[f"{split}_tasks"] = n

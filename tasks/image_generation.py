@@ -31,6 +31,7 @@ import functools
 import json
 import math
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
+from swarmlab.settings import setting
 from tasks.base import Metrics, Task
 from tasks.idx import load_mnist_like
 from tasks.registry import register_task
@@ -66,12 +69,12 @@ APPROXIMATE_NOTE = "trained on MNIST's approximate training images"
 class ImageOptions:
     dataset: str = "mnist"  # mnist | fashion_mnist: the idx folder under paths.datasets
     data_dir: str = ""  # the data stage's output, relative to the work folder; "" = data/<dataset>
-    val_size: int = 5000  # validation images drawn from the official training split; the test split stays whole
-    max_train: int = 0  # keep at most this many training images (after validation is drawn); 0 = all
-    max_test: int = 0  # keep at most this many test images (a seeded subset, for smoke runs); 0 = all
+    val_size: int = setting(5000, ge=1, le=10_000_000)  # validation images drawn from the official training split
+    max_train: int = setting(0, ge=0, le=10_000_000)  # at most this many training images (after validation); 0 = all
+    max_test: int = setting(0, ge=0, le=10_000_000)  # at most this many test images (a seeded subset); 0 = all
     # Seeds the validation draw and the max_* subsets. Apart from the run's seed on purpose: runs with
     # different seeds are then scored on the same validation images.
-    split_seed: int = 0
+    split_seed: int = setting(0, ge=0)
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
@@ -126,15 +129,29 @@ class ImageSplit:
         return {"pixels": self.images[idx].long(), "label": self.labels[idx]}
 
 
-def read_split(folder: Path, split: str) -> ImageSplit:
+def read_split(folder: Path, split: str, *, image_size: tuple | None = None, num_classes: int | None = None,
+               hint: str = "rerun the data stage") -> ImageSplit:
+    """``<split>.npz`` as an ImageSplit, checked as it is read (one line naming the file): a readable npz holding
+    ``images`` uint8 (N, C, H, W) of ``image_size`` and as many ``labels`` in ``0..num_classes-1``."""
     path = Path(folder) / f"{split}.npz"
     if not path.is_file():
         raise SwarmlabError(f"{path} is missing: run the data stage first (python -m pipelines.data --task <key>)")
     try:
-        with np.load(path) as f:
+        with np.load(path, allow_pickle=False) as f:
             images, labels = f["images"], f["labels"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}; rerun the data stage") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SwarmlabError(f"cannot read {path}: {first}; the file is damaged: {hint}") from None
+    if images.dtype != np.uint8 or images.ndim != 4:
+        raise SwarmlabError(f"{path}: images are {images.dtype} of shape {images.shape}, expected uint8 (N, C, H, W) "
+                            f"(a channel axis too): {hint}")
+    if image_size is not None and tuple(images.shape[1:]) != tuple(image_size):
+        raise SwarmlabError(f"{path}: images of {tuple(images.shape[1:])}, but meta.json records {tuple(image_size)}: {hint}")
+    if labels.ndim != 1 or len(labels) != len(images):
+        raise SwarmlabError(f"{path}: {labels.shape} labels for {len(images)} images: {hint}")
+    if num_classes is not None and len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        row = int(np.flatnonzero((labels.astype(np.int64) < 0) | (labels.astype(np.int64) >= num_classes))[0])
+        raise SwarmlabError(f"{path} row {row}: label {int(labels[row])} outside 0..{num_classes - 1}: {hint}")
     return ImageSplit(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
 
 
@@ -207,13 +224,29 @@ class ImageGenerationTask(Task):
     def data_dir(self) -> Path:
         return self.path(self.options.data_dir or f"data/{self.options.dataset}")
 
+    split_files = "{split}.npz"
+
+    @property
+    def rebuild_hint(self) -> str:
+        return f"python -m pipelines.data --task {self.key} (dvc repro data@{self.key})"
+
+    def _generation_options(self) -> dict:
+        o = self.options
+        return {"dataset": o.dataset, "val_size": o.val_size, "max_train": o.max_train, "max_test": o.max_test,
+                "split_seed": o.split_seed}
+
     @functools.cached_property
     def meta(self) -> dict:
+        """``meta.json``, checked: JSON, built with the options in force, with the facts the loaders use."""
         path = self.data_dir / "meta.json"
-        if not path.is_file():
-            raise SwarmlabError(f"{path} is missing: run the data stage first (dvc repro data@{self.key}, or "
-                                f"python -m pipelines.data --task {self.key})")
-        return json.loads(path.read_text())
+        meta = read_meta(path, self.rebuild_hint)
+        check_options(meta, path, self._generation_options(), f"tasks.{self.key}.options", self.rebuild_hint)
+        size, classes = meta.get("image_size"), meta.get("num_classes")
+        if not (isinstance(size, list) and len(size) == 3 and all(isinstance(v, int) and v > 0 for v in size)) \
+                or classes != len(self.info.class_names):
+            raise SwarmlabError(f"{path}: image_size {size!r} / num_classes {classes!r} are not those of "
+                                f"{self.options.dataset}: rebuild the data: {self.rebuild_hint}")
+        return meta
 
     @property
     def approximate(self) -> bool:
@@ -265,6 +298,8 @@ class ImageGenerationTask(Task):
             "val_size": o.val_size, "max_train": o.max_train, "max_test": o.max_test, "split_seed": o.split_seed,
             "test_values_unseen_in_train": unseen.tolist(),
             "test_pixels_unseen_in_train": float(test_counts[unseen].sum() / max(test_counts.sum(), 1)),
+            "options": self._generation_options(),
+            FILES_KEY: record_files(out_dir, {split: [f"{split}.npz"] for split in SPLITS}),
         }
         (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         summary = {"dataset": o.dataset, **{f"{s}_rows": n for s, n in meta["rows"].items()},
@@ -281,8 +316,9 @@ class ImageGenerationTask(Task):
         return {"image_size": tuple(self.meta["image_size"]), "num_classes": self.meta["num_classes"]}
 
     def _split(self, split: str, model_cfg) -> ImageSplit:
-        self.meta  # a missing meta.json is the first thing to report
-        data = read_split(self.data_dir, split)
+        self.check_data((split,))  # meta.json first, then the file against its recorded size and hash
+        data = read_split(self.data_dir, split, image_size=self.meta["image_size"], num_classes=self.meta["num_classes"],
+                          hint=f"rebuild the data: {self.rebuild_hint}")
         want = getattr(model_cfg, "image_size", None)
         if want is not None and tuple(want) != data.image_size:
             raise SwarmlabError(f"the model takes {tuple(want)} images but {self.data_dir} holds {data.image_size}: "

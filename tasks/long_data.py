@@ -129,9 +129,93 @@ def _generate_tree(rng: random.Random, depth: int, max_depth: int, max_args: int
     return _apply(op, values)
 
 
+class _TooLong(Exception):
+    """A pilot draw passed its token cap (see ``listops_acceptance``)."""
+
+
+def _capped_tree(rng: random.Random, depth: int, max_depth: int, max_args: int, value_p: float, out: list[str],
+                 cap: int) -> None:
+    """``_generate_tree``'s distribution without the values, abandoned (``_TooLong``) once ``cap`` tokens are out."""
+    r = rng.random() if depth < max_depth else 1.0
+    if r > value_p:
+        rng.choice(range(10))
+        out.append("")
+    else:
+        num_values = rng.randint(2, max_args)
+        out.append("")
+        for _ in range(num_values):
+            _capped_tree(rng, depth + 1, max_depth, max_args, value_p, out, cap)
+        rng.choice(LISTOPS_OPERATORS)
+        out.append("")
+    if len(out) >= cap:
+        raise _TooLong
+
+
+def listops_expected_tokens(max_depth: int, max_args: int, value_p: float = 0.25) -> float:
+    """The mean token count of one drawn tree (before the length filter): E(max_depth) = 1 and, above,
+    E(d) = (1 - p) + p (2 + (2 + max_args) / 2 * E(d + 1)). Each draw builds its whole tree before the length
+    check, so this is the cost of one try: LRA's defaults give ~133 tokens; max_args=1000 gives ~1e19."""
+    e = 1.0
+    for _ in range(max_depth - 1):
+        e = (1 - value_p) + value_p * (2 + (2 + max_args) / 2 * e)
+    return e
+
+
+MAX_TOKENS_PER_DRAW = 1_000_000  # ~1.3 s of Python per draw on these CPUs: beyond it a build cannot finish
+
+
+def listops_acceptance(*, max_depth: int, max_args: int, min_length: int, max_length: int, value_p: float = 0.25,
+                       draws: int = 2000, seconds: float = 2.0, seed: int = 12345) -> tuple[int, int]:
+    """(accepted, drawn): a pilot of at most ``draws`` trees (at most ``seconds``) from a generator of its own, each
+    abandoned once it passes ``max_length`` tokens (rejected either way), so the pilot costs at most
+    draws x max_length tokens. It estimates the share of tries ``generate_listops`` keeps."""
+    import time
+
+    rng, accepted, t0 = random.Random(seed), 0, time.monotonic()
+    for drawn in range(1, draws + 1):
+        out: list[str] = []
+        try:
+            _capped_tree(rng, 1, max_depth, max_args, value_p, out, max_length)
+            accepted += min_length < len(out) < max_length
+        except _TooLong:
+            pass
+        if time.monotonic() - t0 > seconds:
+            break
+    return accepted, drawn
+
+
+def check_listops_feasible(n: int, *, max_depth: int, max_args: int, min_length: int, max_length: int,
+                           value_p: float = 0.25, max_tries: int | None = None) -> float:
+    """Refuse, before any drawing, settings ``generate_listops`` cannot meet in its bounded number of tries, or whose
+    every try builds a huge tree; returns the estimated share of tries kept."""
+    per_draw = listops_expected_tokens(max_depth, max_args, value_p)
+    if per_draw > MAX_TOKENS_PER_DRAW:
+        raise LongDataError(f"ListOps with max_depth={max_depth} and max_args={max_args}: a drawn tree has ~{per_draw:.3g} "
+                            f"tokens on average (LRA's 10 and 10: ~133) before the length check, so the build could not "
+                            f"finish: lower max_args or max_depth")
+    limit = max_tries if max_tries is not None else 1000 * n + 10000
+    accepted, drawn = listops_acceptance(max_depth=max_depth, max_args=max_args, min_length=min_length,
+                                         max_length=max_length, value_p=value_p)
+    share = accepted / drawn if accepted else 1.0 / drawn  # none kept: at best about one in `drawn`
+    if n / share > limit:
+        raise LongDataError(f"ListOps with {min_length} < tokens < {max_length}, max_depth={max_depth}, max_args={max_args}: "
+                            f"{accepted} of {drawn} trial draws were kept, so {n:,} expressions would take ~{n / share:,.0f} "
+                            f"tries, more than the {limit:,} allowed: widen the length range or change max_depth / max_args")
+    seconds = n / share * per_draw * SECONDS_PER_TOKEN
+    if seconds > MAX_BUILD_SECONDS:
+        raise LongDataError(f"ListOps: {n:,} expressions with max_depth={max_depth}, max_args={max_args} and "
+                            f"{min_length} < tokens < {max_length} would take ~{seconds / 3600:.0f} h to draw (~{n / share:,.0f} "
+                            f"tries of ~{per_draw:,.0f} tokens): lower the row counts, max_args or max_depth")
+    return share
+
+
+SECONDS_PER_TOKEN = 1.3e-6  # measured: the pure-Python generator on these CPUs
+MAX_BUILD_SECONDS = 6 * 3600  # a data build estimated beyond this is refused before it starts
+
+
 def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 10, min_length: int = 500,
                      max_length: int = 2000, value_p: float = 0.25, unique: bool = True,
-                     max_tries: int | None = None) -> tuple[list[str], np.ndarray]:
+                     max_tries: int | None = None, progress=None) -> tuple[list[str], np.ndarray]:
     """``n`` random ListOps expressions and their values, LRA's distribution and defaults.
 
     A tree is drawn top-down from the root at depth 1 (see ``_generate_tree``: operator with probability
@@ -145,6 +229,7 @@ def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 
         n: expressions to return.
         seed: seeds a private ``random.Random``; the same arguments give the same data on every platform.
         max_tries: give up (LongDataError) after this many drawn trees (default ``1000 * n + 10000``).
+        progress: called as ``progress(kept, tries)`` after every try (a ``swarmlab.heartbeat.Heartbeat``).
     Returns:
         (texts, labels): n space-separated token strings and (n,) int64 values in 0..9.
     """
@@ -155,9 +240,11 @@ def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 
     labels: list[int] = []
     seen: set[str] = set()
     limit = max_tries if max_tries is not None else 1000 * n + 10000
-    for _ in range(limit):
+    for tries in range(limit):
         if len(texts) == n:
             break
+        if progress:
+            progress(len(texts), tries)
         tokens: list[str] = []
         value = _generate_tree(rng, 1, max_depth, max_args, value_p, tokens)
         if not min_length < len(tokens) < max_length:

@@ -27,6 +27,7 @@ confusion matrix in the extras.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -39,9 +40,12 @@ import pyarrow as pa
 import torch
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.heartbeat import Heartbeat
+from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
 from swarmlab.io import read_parquet_checked, write_shards
-from tasks.long_data import (ARXIV11_CATEGORIES, BYTE_VOCAB_SIZE, LISTOPS_NUM_CLASSES, LISTOPS_VOCAB, PAD, encode_bytes,
-                             generate_listops, listops_depth, load_arxiv11, stratified_split, tokenize_listops)
+from swarmlab.settings import setting
+from tasks.long_data import (ARXIV11_CATEGORIES, BYTE_VOCAB_SIZE, LISTOPS_NUM_CLASSES, LISTOPS_VOCAB, PAD,
+                             check_listops_feasible, encode_bytes, generate_listops, listops_depth, load_arxiv11, stratified_split, tokenize_listops)
 from tasks.metrics import MulticlassConfusion
 from tasks.registry import register_task
 from tasks.text_classification import TextClassificationTask
@@ -59,6 +63,12 @@ class EncodedSplit:
     labels: np.ndarray
     uids: list[str]
     facts: dict = field(default_factory=dict)  # added to the split's entry in meta.json (rows cut at max_len...)
+
+
+MAX_LEN = 65_536  # the longest id row any option may ask for (HSW's longest input in the benchmarks: 100k, no data)
+MAX_ROWS = 10_000_000  # per split
+# options that change how a folder is read, not what it holds: not compared with meta.json's record
+LOAD_ONLY = ("data_dir", "trim_batches", "trim_multiple", "shards")
 
 
 def _check_common(o) -> None:
@@ -101,8 +111,12 @@ def write_split(folder: Path, split: str, ids: np.ndarray, lengths: np.ndarray, 
             "label_counts": np.bincount(labels, minlength=num_classes).tolist()}
 
 
-def read_split(folder: Path, split: str, max_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ids (N, max_len) int16 PAD-padded, lengths (N,) int64, labels (N,) int64)`` of ``split``'s shards."""
+def read_split(folder: Path, split: str, max_len: int, *, num_classes: int | None = None,
+               vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids (N, max_len) int16 PAD-padded, lengths (N,) int64, labels (N,) int64)`` of ``split``'s shards.
+
+    Each shard is checked as it is read (one line naming it): no row longer than ``max_len``, a ``length`` column
+    that matches the ids, no label outside ``0..num_classes-1``, no id outside the vocabulary or a real PAD."""
     shards = sorted(Path(folder).glob(f"{split}-*.parquet"))
     if not shards:
         raise SwarmlabError(f"no {split}-*.parquet shards in {folder}: rebuild the data (python -m pipelines.data --task ...)")
@@ -113,11 +127,25 @@ def read_split(folder: Path, split: str, max_len: int) -> tuple[np.ndarray, np.n
         n = col.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
         if len(n) and n.max() > max_len:
             raise SwarmlabError(f"{shard}: a row has {n.max()} ids > max_len={max_len} of meta.json: rebuild the data")
+        stated = t.column("length").to_numpy(zero_copy_only=False).astype(np.int64)
+        if (stated != n).any():
+            row = int(np.flatnonzero(stated != n)[0])
+            raise SwarmlabError(f"{shard} row {row}: length {stated[row]} but {n[row]} ids: the shard is damaged; rebuild "
+                                f"the data")
+        label = t.column("label").to_numpy(zero_copy_only=False).astype(np.int64)
+        if num_classes is not None and len(label) and (label.min() < 0 or label.max() >= num_classes):
+            row = int(np.flatnonzero((label < 0) | (label >= num_classes))[0])
+            raise SwarmlabError(f"{shard} row {row}: label {label[row]} outside 0..{num_classes - 1}: rebuild the data")
+        flat = col.flatten().to_numpy(zero_copy_only=False)
+        if vocab_size is not None and len(flat) and (flat.max() >= vocab_size or flat.min() == PAD):
+            bad = int(flat.max()) if flat.max() >= vocab_size else PAD
+            raise SwarmlabError(f"{shard}: id {bad} is outside the vocabulary of {vocab_size} (or padding stored as a real "
+                                f"token): rebuild the data")
         block = np.full((len(n), max_len), PAD, dtype=np.int16)
-        block[np.arange(max_len)[None, :] < n[:, None]] = col.flatten().to_numpy(zero_copy_only=False)  # row-major
+        block[np.arange(max_len)[None, :] < n[:, None]] = flat  # row-major
         ids.append(block)
         lengths.append(n)
-        labels.append(t.column("label").to_numpy().astype(np.int64))
+        labels.append(label)
     return np.concatenate(ids), np.concatenate(lengths), np.concatenate(labels)
 
 
@@ -130,15 +158,29 @@ class LongDocumentTask(TextClassificationTask):
 
     vocab_size: ClassVar[int] = BYTE_VOCAB_SIZE
     positive_class: ClassVar[int | None] = None  # binary tasks: the class whose precision / recall / F1 to report
+    split_files = "{split}-*.parquet"
 
     # data folder ---------------------------------------------------------------------------------------
+    @property
+    def rebuild_hint(self) -> str:
+        return f"python -m pipelines.data --task {self.key} (dvc repro derive@{self.key})"
+
+    def _generation_options(self) -> dict:
+        """The options the folder's content depends on (``LOAD_ONLY`` ones change how it is read, not what it holds)."""
+        return {k: v for k, v in dataclasses.asdict(self.options).items() if k not in LOAD_ONLY}
+
     @functools.cached_property
     def meta(self) -> dict:
+        """``meta.json``, checked: JSON, built with the options in force, stating the facts the loaders use."""
         path = self.data_dir / "meta.json"
-        if not path.is_file():
-            raise SwarmlabError(f"{path} is missing: build the data first (python -m pipelines.data --task {self.key}, "
-                                f"or dvc repro data@{self.key})")
-        return json.loads(path.read_text())
+        meta = read_meta(path, self.rebuild_hint)
+        check_options(meta, path, self._generation_options(), f"tasks.{self.key}.options", self.rebuild_hint)
+        for key, want in (("seq_len", self.options.max_len), ("vocab_size", self.vocab_size),
+                          ("num_classes", self.num_classes)):
+            if meta.get(key) != want:
+                raise SwarmlabError(f"{path}: {key} {meta.get(key)!r}, but tasks.{self.key} needs {want!r}: the folder "
+                                    f"belongs to another task or version; rebuild it: {self.rebuild_hint}")
+        return meta
 
     def model_kwargs(self) -> dict:
         """Vocabulary and classes, and seq_len = the data's max_len (``model_overrides`` may set a shorter one)."""
@@ -154,7 +196,9 @@ class LongDocumentTask(TextClassificationTask):
             raise SwarmlabError(f"the model has seq_len={seq_len} but tasks.{self.key} data is {data_len} wide: raise "
                                 f"tasks.{self.key}.options.max_len to {seq_len} and rebuild the data "
                                 f"(dvc repro data@{self.key}), or lower the model's seq_len")
-        ids, lengths, labels = read_split(self.data_dir, split, data_len)
+        self.check_data((split,))
+        ids, lengths, labels = read_split(self.data_dir, split, data_len, num_classes=self.num_classes,
+                                          vocab_size=self.meta["vocab_size"])
         args = torch.from_numpy(ids), torch.from_numpy(lengths), torch.from_numpy(labels)
         if not self.options.trim_batches:
             ds = TokenizedTextDataset(*args, sep_id=None)
@@ -193,7 +237,14 @@ class LongDocumentTask(TextClassificationTask):
         o = self.options
         splits = self.make_splits(datasets, seed)
         summary = {"task": self.name, "seed": seed, "seq_len": o.max_len, "vocab_size": self.vocab_size,
-                   "num_classes": self.num_classes, "pad_id": PAD, **self.source_info(), "splits": {}}
+                   "num_classes": self.num_classes, "pad_id": PAD, **self.source_info(),
+                   "options": self._generation_options(), "splits": {}}
+        present = np.unique(splits["train"].labels)
+        if len(present) < 2:  # a classifier of one class learns nothing, and every score of it is vacuous
+            only = self.class_names[int(present[0])] if len(present) else "none"
+            raise SwarmlabError(f"tasks.{self.key}: every training document is of one class ({only}): a classifier needs "
+                                f"at least 2; check the source ({self.source_info().get('source', 'the generator')})")
+        files = {}
         for split in SPLITS:
             part = splits[split]
             if not len(part.labels):
@@ -205,6 +256,8 @@ class LongDocumentTask(TextClassificationTask):
             entry = write_split(out_dir, split, part.ids, part.lengths, part.labels, part.uids, shards=o.shards,
                                 num_classes=self.num_classes)
             summary["splits"][split] = {**entry, **part.facts}
+            files[split] = entry["shards"]
+        summary[FILES_KEY] = record_files(out_dir, files)
         (out_dir / "meta.json").write_text(json.dumps(summary, indent=2) + "\n")
         flat = {"seq_len": o.max_len}
         for split in SPLITS:  # the stage's DVC metrics: scalars only
@@ -227,13 +280,13 @@ class LongDocumentTask(TextClassificationTask):
 class LraTextOptions:
     data_dir: str = "data/lra_text"  # this task's folder (the derive@lra_text stage writes it)
     source_dir: str = "data/prepared"  # the prepare stage's IMDB splits: {train,val,test}-*.parquet, uid/text/label
-    max_len: int = 4096  # bytes per review kept (LRA: 4000; 4096 = a multiple of HSW's windows and merges)
-    max_train: int = 0  # rows kept per split (seeded, stratified); 0 = all
-    max_val: int = 0
-    max_test: int = 0
+    max_len: int = setting(4096, ge=1, le=MAX_LEN)  # bytes per review kept (LRA: 4000; 4096 = a multiple of HSW's windows)
+    max_train: int = setting(0, ge=0, le=MAX_ROWS)  # rows kept per split (seeded, stratified); 0 = all
+    max_val: int = setting(0, ge=0, le=MAX_ROWS)
+    max_test: int = setting(0, ge=0, le=MAX_ROWS)
     trim_batches: bool = True  # cut each batch after its longest review (padding-aware models: same logits)
-    trim_multiple: int = 128  # batch widths are multiples of this (HSW's window)
-    shards: int = 2  # parquet shards per split
+    trim_multiple: int = setting(128, ge=1, le=MAX_LEN)  # batch widths are multiples of this (HSW's window)
+    shards: int = setting(2, ge=1, le=1000)  # parquet shards per split
 
     def __post_init__(self):
         _check_common(self)
@@ -285,17 +338,17 @@ class LraTextTask(LongDocumentTask):
 @dataclass
 class ListOpsOptions:
     data_dir: str = "data/listops"
-    train_rows: int = 96_000  # LRA's sizes: 96k / 2k / 2k
-    val_rows: int = 2_000
-    test_rows: int = 2_000
-    max_depth: int = 10  # LRA: tree depth <= 10 (the root is depth 1)
-    max_args: int = 10  # LRA: 2..10 arguments per operator
-    min_length: int = 500  # LRA keeps min_length < tokens < max_length
-    max_length: int = 2000
-    max_len: int = 2048  # id columns (>= max_length - 1, the longest expression; a multiple of HSW's windows)
+    train_rows: int = setting(96_000, ge=1, le=MAX_ROWS)  # LRA's sizes: 96k / 2k / 2k
+    val_rows: int = setting(2_000, ge=1, le=MAX_ROWS)
+    test_rows: int = setting(2_000, ge=1, le=MAX_ROWS)
+    max_depth: int = setting(10, ge=1, le=50)  # LRA: tree depth <= 10 (the root is depth 1)
+    max_args: int = setting(10, ge=2, le=100)  # LRA: 2..10 arguments per operator
+    min_length: int = setting(500, ge=0, le=MAX_LEN)  # LRA keeps min_length < tokens < max_length
+    max_length: int = setting(2000, ge=2, le=MAX_LEN + 1)
+    max_len: int = setting(2048, ge=1, le=MAX_LEN)  # id columns (>= max_length - 1, the longest expression)
     trim_batches: bool = True
-    trim_multiple: int = 128
-    shards: int = 2
+    trim_multiple: int = setting(128, ge=1, le=MAX_LEN)
+    shards: int = setting(2, ge=1, le=1000)
 
     def __post_init__(self):
         _check_common(self)
@@ -331,9 +384,14 @@ class ListOpsTask(LongDocumentTask):
     def make_splits(self, datasets: Path, seed: int):
         o = self.options
         sizes = {"train": o.train_rows, "val": o.val_rows, "test": o.test_rows}
+        total = sum(sizes.values())
+        check_listops_feasible(total, max_depth=o.max_depth, max_args=o.max_args, min_length=o.min_length,
+                               max_length=o.max_length)  # refused before drawing when it cannot finish
+        beat = Heartbeat(f"data {self.key}", total, "expressions")
         # one draw for all splits: `unique` then keeps every expression in one split only
-        texts, labels = generate_listops(sum(sizes.values()), seed=seed, max_depth=o.max_depth, max_args=o.max_args,
-                                         min_length=o.min_length, max_length=o.max_length)
+        texts, labels = generate_listops(total, seed=seed, max_depth=o.max_depth, max_args=o.max_args,
+                                         min_length=o.min_length, max_length=o.max_length,
+                                         progress=lambda kept, tries: beat.beat(kept, f"{tries:,} tries"))
         out, start = {}, 0
         for split in SPLITS:
             part = slice(start, start + sizes[split])
@@ -352,16 +410,16 @@ class ListOpsTask(LongDocumentTask):
 class Arxiv11Options:
     data_dir: str = "data/arxiv11"
     source: str = ""  # your copy: a folder of <category>/*.txt (He et al. 2019) or {train,val,test}.jsonl
-    max_len: int = 4096  # bytes per document kept (the authors used 4096 Longformer BPE tokens: ~4x more text)
+    max_len: int = setting(4096, ge=1, le=MAX_LEN)  # bytes per document kept (the authors: 4096 BPE tokens, ~4x more text)
     val_fraction: float = 0.1  # folder layout (no splits): stratified, seeded; JSONL without val.jsonl: from train
     test_fraction: float = 0.1  # folder layout only
     encoding_errors: str = "strict"  # .txt not in UTF-8: strict = an error naming the file; replace = U+FFFD
-    max_train: int = 0  # rows kept per split (seeded, stratified); 0 = all
-    max_val: int = 0
-    max_test: int = 0
+    max_train: int = setting(0, ge=0, le=MAX_ROWS)  # rows kept per split (seeded, stratified); 0 = all
+    max_val: int = setting(0, ge=0, le=MAX_ROWS)
+    max_test: int = setting(0, ge=0, le=MAX_ROWS)
     trim_batches: bool = True
-    trim_multiple: int = 128
-    shards: int = 2
+    trim_multiple: int = setting(128, ge=1, le=MAX_LEN)
+    shards: int = setting(2, ge=1, le=1000)
 
     def __post_init__(self):
         _check_common(self)

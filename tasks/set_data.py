@@ -97,9 +97,15 @@ def make_direct_clustering_task(rng: np.random.Generator, n_range: tuple[int, in
 
 
 def make_direct_clustering_tasks(n_tasks: int, seed: int, n_range: tuple[int, int] = DIRECT_N,
-                                 k_range: tuple[int, int] = DIRECT_K) -> list[ClusteringTask]:
-    """``n_tasks`` §4.1.1 tasks; task i depends only on (seed, i). The paper draws 10,000 (9,000 train)."""
-    return [make_direct_clustering_task(task_rng(seed, i), n_range, k_range) for i in range(n_tasks)]
+                                 k_range: tuple[int, int] = DIRECT_K, progress=None) -> list[ClusteringTask]:
+    """``n_tasks`` §4.1.1 tasks; task i depends only on (seed, i). The paper draws 10,000 (9,000 train).
+    ``progress(done)``, when given, is called after every task (a ``swarmlab.heartbeat.Heartbeat.beat``)."""
+    out = []
+    for i in range(n_tasks):
+        out.append(make_direct_clustering_task(task_rng(seed, i), n_range, k_range))
+        if progress:
+            progress(i + 1)
+    return out
 
 
 def make_mog_task(rng: np.random.Generator, n_range: tuple[int, int] = MOG_N, n: int | None = None) -> MogTask:
@@ -117,9 +123,14 @@ def make_mog_task(rng: np.random.Generator, n_range: tuple[int, int] = MOG_N, n:
     return MogTask(points.astype(np.float32), labels, pi, mu, np.full((MOG_K, DIM), MOG_SIGMA))
 
 
-def make_mog_tasks(n: int, seed: int, n_range: tuple[int, int] = MOG_N) -> list[MogTask]:
-    """``n`` §4.2 tasks; task i depends only on (seed, i)."""
-    return [make_mog_task(task_rng(seed, i), n_range) for i in range(n)]
+def make_mog_tasks(n: int, seed: int, n_range: tuple[int, int] = MOG_N, progress=None) -> list[MogTask]:
+    """``n`` §4.2 tasks; task i depends only on (seed, i); ``progress(done)`` as in make_direct_clustering_tasks."""
+    out = []
+    for i in range(n):
+        out.append(make_mog_task(task_rng(seed, i), n_range))
+        if progress:
+            progress(i + 1)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
