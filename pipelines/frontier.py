@@ -50,6 +50,17 @@ def _parse_params(text: str) -> dict:
     return out
 
 
+def _number(value, kind: type, where: str, fix: str):
+    """``value`` as a finite ``kind`` (int or float; "1.2e5" counts as an int), else one line naming ``where``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SwarmlabError(f"{where} is {value!r}, not a number: {fix}") from None
+    if not math.isfinite(number) or (kind is int and (number < 0 or number != int(number))):
+        raise SwarmlabError(f"{where} is {value!r}, not a finite {'count' if kind is int else 'number'}: {fix}")
+    return kind(number)
+
+
 def frontier_flags(points: list[dict], score: str, mode: str) -> list[bool]:
     """Per point: True when no point of its family with at most as many parameters scores better (of equal
     points, the first one listed)."""
@@ -72,17 +83,27 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
     if not train_file.is_file():
         raise SwarmlabError(f"{train_file} is missing: train the task's models first (dvc repro train@{task.key})")
     points = []
-    for run, m in json.loads(train_file.read_text()).items():
+    redo = f"rerun the train stage (dvc repro train@{task.key})"
+    try:
+        runs = json.loads(train_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" ({exc.msg} at line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise SwarmlabError(f"{train_file} is not valid JSON{where}: {redo}") from None
+    if not isinstance(runs, dict) or not all(isinstance(m, dict) for m in runs.values()):
+        raise SwarmlabError(f"{train_file} is not the train stage's metrics (an object of runs): {redo}")
+    for run, m in runs.items():
         if m.get(score) is None:
             continue
         name = m.get("model", run)  # one point per run: the seeds of a model are its spread
         model = build_model(name, task, model_overrides(params, task.key, name))
-        points.append({"family": name, "source": "train", "code": arch_code(model), "num_params": int(m["num_params"]),
-                       score: float(m[score])})
+        points.append({"family": name, "source": "train", "code": arch_code(model),
+                       "num_params": _number(m.get("num_params"), int, f"{train_file}: run {run!r}: num_params", redo),
+                       score: _number(m[score], float, f"{train_file}: run {run!r}: {score}", redo)})
     sweep_file = report_dir("sweep", task.key, report_root) / "summary.csv"
     if sweep_file.is_file():
         objective = f"best_val_{task.monitor}"
-        for row in csv.DictReader(sweep_file.open()):
+        again = f"rerun the sweep (dvc repro sweep@{task.key}) or delete {sweep_file}"
+        for line, row in enumerate(csv.DictReader(sweep_file.open()), start=2):
             if row.get("status") != "ok" or not row.get(objective):
                 continue
             name = row["model"]
@@ -91,9 +112,10 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
             fields = {f.name for f in dataclasses.fields(probe.cfg)}
             values = {k: v for k, v in _parse_params(row.get("params", "")).items() if k in fields}
             model = build_model(name, task, {**{k: v for k, v in base.items() if k in fields}, **values})
-            n = int(float(row["num_params"])) if row.get("num_params") else model.get_num_params()
+            n = (_number(row["num_params"], int, f"{sweep_file}:{line}: num_params", again) if row.get("num_params")
+                 else model.get_num_params())
             points.append({"family": name, "source": f"sweep {row.get('trial', '')}".strip(), "code": arch_code(model),
-                           "num_params": n, score: float(row[objective])})
+                           "num_params": n, score: _number(row[objective], float, f"{sweep_file}:{line}: {objective}", again)})
     if not points:
         raise SwarmlabError(f"{train_file} holds no model with a {score}: nothing to plot")
     return points

@@ -12,6 +12,7 @@ sibling and swapped in on success, so a failed run leaves the previous samples a
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import resolve_device
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import default_task, load_best, make_task, report_dir, task_runs, train_settings
+from pipelines.common.sections import section
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
 from tasks.base import Task
@@ -34,10 +36,7 @@ def sample(params: dict, task_key: str | None = None, *, options: dict | None = 
     task = make_task(params, default_task(params, task_key), options=options)
     if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
         raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
-    settings = params["sample"]
-    if settings["num_samples"] < 1 or not settings["temperature"] > 0:
-        raise SwarmlabError(f"sample.num_samples must be >= 1 and sample.temperature > 0, got "
-                            f"{settings['num_samples']} and {settings['temperature']}")
+    settings = dataclasses.asdict(section(params, "sample"))  # every value checked before a checkpoint is read
     device = resolve_device(train_settings(params, task.key)["device"])  # train.device, or the task's own
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead

@@ -19,6 +19,7 @@ import yaml
 
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import CHECKPOINT, fit, resolve_device
+from pipelines.common.guard import check_outcome, dry_run, prune_stale_runs, seal_run, start_record
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (Run, build_model, default_task, make_task, model_names, model_overrides, report_dir,
                                    task_runs, train_config, train_dir)
@@ -38,13 +39,14 @@ def in_progress_dir(final: Path) -> Path:
 
 
 def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
-              resume: bool = False, tracking: bool = True) -> dict:
+              resume: bool = False, tracking: bool = True, baseline: float | None = None) -> dict:
     """Train one model under one seed; its folder is replaced only when the run succeeds.
 
     The run writes into ``.<run>.run/`` beside ``<run>/`` and is renamed into place at the end, so a failed
     or killed run leaves the previous checkpoints exactly as they were. ``resume`` continues the interrupted
     run in ``.<run>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<run>/``) and
-    refuses one whose settings differ.
+    refuses one whose settings differ. A run that diverged (``guard.check_outcome``; ``baseline``: the model's loss
+    at initialisation from the dry run) is refused and leaves the previous run in place too.
     """
     name = run.model
     cfg = train_config(params, task.key, name, seed=run.seed)
@@ -60,7 +62,7 @@ def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, repo
     created = not work.exists()  # removed again if this call fails with a user error (a kill -9 keeps it for --resume)
     try:
         return _train_in(task, run, params, cfg, model, train_ds, val_ds, final, work, report_root=report_root,
-                         resume=resume, tracking=tracking)
+                         resume=resume, tracking=tracking, baseline=baseline)
     except SwarmlabError:
         if created:
             shutil.rmtree(work, ignore_errors=True)
@@ -68,7 +70,7 @@ def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, repo
 
 
 def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path, work: Path, *, report_root: Path,
-              resume: bool, tracking: bool) -> dict:
+              resume: bool, tracking: bool, baseline: float | None = None) -> dict:
     name = run.model
     if resume and not (work / CHECKPOINT).is_file() and (final / CHECKPOINT).is_file():
         shutil.rmtree(work, ignore_errors=True)
@@ -85,7 +87,7 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
                            tags={"profile": params["profile"], "git_commit": git_commit(), "model": name, "stage": "train",
                                  "task": task.key, "seed": run.seed})
     atomic_write_text(run_file, json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key,
-                                            "seed": run.seed}) + "\n")
+                                            "seed": run.seed, **start_record(task)}) + "\n")
     data = task.describe_data(train_ds, val_ds)
     identity = {"model": {"name": name, **asdict(model.cfg)}, "task": {"name": task.name, **asdict(task.options)},
                 "data": data}
@@ -98,6 +100,7 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
     try:
         result = fit(model, task, train_ds, val_ds, cfg, work, resume=resume, tracker=tracker, desc=f"[{run.name}] ",
                      identity=identity)
+        check_outcome(result, task, cfg, run.name, baseline)  # a diverged run never replaces the previous one
     except BaseException:
         tracker.finish("FAILED")
         raise
@@ -138,6 +141,7 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
         tracker.log_metrics({"best_step": result.best_step, "backtracks": result.backtracks,
                              **{f"best_val_{k}": v for k, v in result.best_val.items()}})
         tracker.set_tags({"stopped": result.stopped})
+    seal_run(work)
     hold_before_swap()
     old = final.parent / f".{final.name}.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -167,6 +171,7 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
         train_config(params, task_name, name)
     if tracking:
         check_tracking_uri()
+    baselines = dry_run(task, params, names)  # every model, one tiny batch each, before the first run starts
     root = Path(out_root) / task_name
     if not resume and root.is_dir():  # what killed runs left behind
         for stale in [*root.glob(".*.run"), *root.glob(".*.old")]:
@@ -175,8 +180,10 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
     for run in task_runs(params, task_name, names):
         summaries[run.name] = train_one(task, run, params, out_root=out_root, report_root=report_root, resume=resume,
-                                        tracking=tracking)
+                                        tracking=tracking, baseline=baselines.get(run.model))
         atomic_write_text(metrics_path, json.dumps(summaries, indent=2) + "\n")
+    if not models:  # the whole stage ran: runs no longer requested leave its (persistent) output
+        prune_stale_runs(root, list(summaries), report_dir("train", task_name, report_root) / "history")
     return summaries
 
 

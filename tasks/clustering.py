@@ -37,8 +37,8 @@ from swarmlab.integrity import FILES_KEY, META, check_options, read_meta, record
 from swarmlab.settings import setting
 from tasks.base import EndlessData, LossMeter, Task
 from tasks.registry import register_task
-from tasks.set_data import (DIM, MOG_K, MogTask, balanced_batches, collate, make_direct_clustering_tasks, make_mog_task,
-                            make_mog_tasks, read_set_tasks, write_set_tasks)
+from tasks.set_data import (DIM, MOG_K, ClusteringTask, MogTask, balanced_batches, collate, make_direct_clustering_tasks,
+                            make_mog_task, make_mog_tasks, read_set_tasks, write_set_tasks)
 from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
 
 

@@ -96,7 +96,19 @@ class TrainConfig:
 
 
 class NonFiniteLossError(SwarmlabError):
-    """The training or validation loss became NaN or inf (and there was no best checkpoint to go back to)."""
+    """The training or validation loss became NaN or inf (and there was no best checkpoint to go back to, or
+    backtracking ran out: ``MAX_NONFINITE_BACKTRACKS`` in a row)."""
+
+
+class PlanError(SwarmlabError, ValueError):
+    """Settings the engine cannot train with on this data (eval_every on endless data, lr_decay_at without a planned
+    number of steps, an empty split). ``check_plan`` finds them before any output is written; still a ValueError
+    for callers that catch bad values."""
+
+
+# A run whose loss is non-finite at this many evaluations in a row, each answered by a backtrack, has run out of
+# backtracking: the learning rate has been cut by backtrack_alpha ** 5 and the loss still blows up.
+MAX_NONFINITE_BACKTRACKS = 5
 
 
 @dataclass
@@ -258,6 +270,24 @@ def planned_steps(cfg: TrainConfig, steps_per_epoch: int | None) -> int | None:
     if cfg.max_epochs and steps_per_epoch:
         bounds.append(cfg.max_epochs * steps_per_epoch)
     return min(bounds) if bounds else None
+
+
+def check_plan(cfg: TrainConfig, train_data) -> int | None:
+    """Refuse settings this training data cannot run with (``PlanError``); returns the steps per epoch (None for
+    endless data). ``fit`` calls it first; the train stage calls it for every model before the first run starts."""
+    endless = is_endless(train_data)
+    if endless and not cfg.eval_every:
+        raise PlanError("train.eval_every is 0, but endless training data has no epochs to validate after: set "
+                        "eval_every (steps between validations)")
+    if endless and not (cfg.max_steps or cfg.time_budget_s):
+        raise PlanError("endless training data needs train.max_steps or train.time_budget_s: training would never end")
+    steps_per_epoch = None if endless else len(epoch_plan(train_data, cfg, 1))
+    if steps_per_epoch == 0:
+        raise PlanError("the training split is empty")
+    if cfg.lr_decay_at and planned_steps(cfg, steps_per_epoch) is None:
+        raise PlanError("train.lr_decay_at needs a planned number of steps: set max_steps (or max_epochs with finite "
+                        "data), or lr_decay_at: 0")
+    return steps_per_epoch
 
 
 def planned_evaluations(cfg: TrainConfig, steps_per_epoch: int | None) -> int | None:
@@ -423,6 +453,16 @@ class _Progress:
     lr_scale: float = 1.0  # product of the backtracking discounts
     recorded: list = field(default_factory=list)  # the monitored value per evaluation, as backtracking records it
     backtracks: int = 0
+    nonfinite_streak: int = 0  # evaluations in a row answered by a backtrack on a non-finite loss
+
+
+def _check_streak(p: _Progress, lr: float, desc: str) -> None:
+    """Count a backtrack on a non-finite loss; the ``MAX_NONFINITE_BACKTRACKS``-th in a row ends the run."""
+    p.nonfinite_streak += 1
+    if p.nonfinite_streak >= MAX_NONFINITE_BACKTRACKS:
+        raise NonFiniteLossError(f"{desc}backtracking ran out: the loss was non-finite at {p.nonfinite_streak} evaluations "
+                                 f"in a row, each backtracked (lr now {lr:.3g}): lower train.lr, use train.amp fp32 or "
+                                 f"check the data")
 
 
 def _epoch_value(p: _Progress, plan_len: int | None, endless: bool):
@@ -499,14 +539,8 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
     num_params = sum(p.numel() for p in model.parameters())
 
     endless = is_endless(train_data)
-    if endless and not cfg.eval_every:
-        raise ValueError("endless training data has no epochs: set eval_every (steps between validations)")
-    if endless and not (cfg.max_steps or cfg.time_budget_s):
-        raise ValueError("endless training data needs max_steps or time_budget_s: training would never end")
+    steps_per_epoch = check_plan(cfg, train_data)
     train_data, val_data = on_device(train_data, device), on_device(val_data, device)
-    steps_per_epoch = None if endless else len(epoch_plan(train_data, cfg, 1))
-    if steps_per_epoch == 0:
-        raise ValueError("the training split is empty")
     schedule = with_warmup(lr_schedule or step_decay(cfg, planned_steps(cfg, steps_per_epoch)) or (lambda step: 1.0),
                            cfg.warmup_steps)
 
@@ -614,6 +648,7 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
                     f"{desc}non-finite training loss in steps {first}..{last}"
                     + (f" (epoch {p.epoch})" if not endless else "")
                     + f" at lr {lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack")
+            _check_streak(p, lr, desc)
             backtrack()
             event = "backtrack: non-finite training loss"
             val = dict(p.best["metrics"])  # the restored weights are the best ones: their validation is known
@@ -629,6 +664,7 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
             if cfg.plateau != "backtrack" or not p.best:
                 raise NonFiniteLossError(f"{desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
                                          f"use train.amp fp32, or set train.plateau: backtrack")
+            _check_streak(p, lr, desc)
             backtrack()
             event = "backtrack: non-finite validation"
         elif not event and better(score, p.best.get("metrics", {}).get(task.monitor)):
@@ -643,6 +679,8 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
                     and should_backtrack(p.recorded, score, better=better, beta=cfg.backtrack_beta, warmup=cfg.backtrack_warmup)):
                 backtrack()
                 event = "backtrack"
+        if not event.startswith("backtrack: non-finite"):
+            p.nonfinite_streak = 0
         best_score = p.best["metrics"][task.monitor] if p.best else score
         p.recorded.append(best_score if event else score)
         if not stop and cfg.patience and p.bad_evals >= cfg.patience:

@@ -235,6 +235,9 @@ def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "tr
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     model = build_model(run.model, task, model_overrides(params, task.key, run.model))
     load_weights(model, load_checkpoint(ckpt), ckpt)
+    from pipelines.common.guard import check_run  # guard imports this module
+
+    check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
     return model
 
 

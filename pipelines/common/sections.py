@@ -117,8 +117,20 @@ class AugmentConfig:
             raise SettingsError(f"augment.combo_min ({self.combo_min}) must be <= augment.combo_max ({self.combo_max})")
 
 
+@dataclass
+class SampleConfig:
+    """``sample:``, the sample@<task> stage's settings."""
+
+    num_samples: int = setting(100, ge=1, le=100_000)  # per model; image generation: num_samples // classes per class
+    temperature: float = setting(1.0, gt=0)  # logits / temperature
+    num_threads: int = setting(1, ge=0, le=1024)  # torch threads while sampling; 0 = torch's default
+
+    def __post_init__(self):
+        check(self, "sample")
+
+
 SECTIONS = {"prepare": PrepareConfig, "augment": AugmentConfig, "tokenize": TokenizeConfig, "evaluate": EvaluateConfig,
-            "sweep": SweepConfig}
+            "sweep": SweepConfig, "sample": SampleConfig}
 
 
 def source_of(params: dict) -> str:
@@ -128,7 +140,7 @@ def source_of(params: dict) -> str:
 
 
 def section(params: dict, name: str):
-    """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``;
+    """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``, ``sample``;
     the engine's ``train`` is checked per task by ``pipelines.common.runs.train_config``)."""
     try:
         return parse(SECTIONS[name], params.get(name), name)

@@ -1,0 +1,169 @@
+"""What stands between bad input and a good run: the train stage's dry run before the first run, the verdict on a
+finished run before it may replace the previous one, and the seal that lets evaluate / sample refuse a checkpoint
+that is not the one its run wrote, or was trained on other data.
+
+* ``dry_run``: every requested model is built and runs one forward and backward batch of two rows of the training
+  data, and one validation batch through the task's metrics, on the chosen device, before the first real run
+  starts; the engine's plan (``check_plan``) is checked per model too. A shape, dtype or config error in model 7
+  then costs nothing to models 1-6, and no output folder has been made yet. Returns each model's loss at
+  initialisation, the yardstick of ``check_outcome``.
+* ``check_outcome``: a run ending with no finite validation result, or with a best validation loss far above the
+  untrained model's (``DIVERGED_FACTOR``), diverged: it is refused (one line, exit 2) and never replaces the
+  previous run. Under ``plateau: backtrack`` the engine backtracks first; this says so when backtracking ran out.
+* ``seal_run`` / ``check_run``: ``run.json`` records the data fingerprint (swarmlab/integrity.py) at the start and
+  the SHA-256 of ``best.pt`` at the end; loading a checkpoint checks both.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import torch
+
+from pipelines.common.engine import (BEST, PlanError, autocast, check_plan, epoch_plan, resolve_amp, resolve_device,
+                                     to_device)
+from pipelines.common.runs import build_model, model_overrides, train_config
+from pipelines.common.seeds import set_seeds
+from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import file_sha256
+from swarmlab.io import atomic_write_text
+from tasks.base import is_endless
+
+DRY_ROWS = 2  # rows of the dry run's batches: enough for any batch-size logic, cheap at any length
+# A run whose best validation loss exceeds the untrained model's by this many times max(|initial loss|, 1) diverged:
+# MNIST starts at ~5.5 nats (threshold ~60); the runs that replaced good ones ended near 1e5 (lr 1e4) and 5e7.
+DIVERGED_FACTOR = 10.0
+ERRORS = (RuntimeError, ValueError, TypeError, IndexError, KeyError, AssertionError, AttributeError, NotImplementedError)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+
+
+def _tiny_batch(data, cfg, train: bool) -> dict:
+    if is_endless(data):
+        return data.batch(0, DRY_ROWS, cfg.seed)
+    first = epoch_plan(data, cfg, 1)[0] if train else torch.arange(len(data))
+    return data.get_batch(first[:DRY_ROWS])
+
+
+def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
+    """Build every model of ``names`` and run one tiny forward + backward (training data) and one tiny validation
+    batch through the task's loss and metrics, on the chosen device; returns {model: loss at initialisation}.
+
+    Every refusal is one line naming the model and the section to change; nothing is written."""
+    baselines = {}
+    where = f"tasks.{task.key}"
+    for name in names:
+        cfg = train_config(params, task.key, name)
+        device = resolve_device(cfg.device)
+        set_seeds(cfg.seed)
+        model = build_model(name, task, model_overrides(params, task.key, name))
+        train_ds = task.train_data(model.cfg)
+        val_ds = task.eval_data("val", model.cfg)
+        if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
+            raise SwarmlabError(f"train.batch_size={cfg.batch_size} is larger than the training split "
+                                f"({len(train_ds)} {task.item_name}): lower it (train or {where}.train)")
+        if len(val_ds) == 0:
+            raise SwarmlabError(f"the validation split of {task.key} is empty: rebuild the data: {task.rebuild_hint}")
+        try:
+            check_plan(cfg, train_ds)
+        except PlanError as exc:
+            raise SwarmlabError(f"{exc} (model {name}: train / {where}.train)") from None
+        amp = resolve_amp(cfg.amp, device)
+        try:
+            model.to(device).train()
+            batch = to_device(_tiny_batch(train_ds, cfg, True), device)
+            with autocast(device, amp):
+                loss = task.loss(task.forward(model, batch), batch)
+            loss.backward()
+            model.eval()
+            with torch.no_grad():
+                batch = to_device(_tiny_batch(val_ds, cfg, False), device)
+                with autocast(device, amp):
+                    out = task.forward(model, batch)
+                    meter = task.new_metrics()
+                    meter.update(out, batch, task.loss(out, batch))
+                meter.compute()
+        except SwarmlabError as exc:
+            raise SwarmlabError(f"dry run of model {name!r} (nothing trained yet): {exc}") from None
+        except ERRORS as exc:
+            raise SwarmlabError(f"dry run of model {name!r} failed on one batch before any run started ({_first_line(exc)}): "
+                                f"fix {where}.model_overrides or {where}.train for it") from None
+        baselines[name] = float(loss.detach())
+        del model
+    return baselines
+
+
+def check_outcome(result, task, cfg, run_name: str, baseline: float | None = None) -> None:
+    """Refuse a finished run that diverged (see the module docstring); the caller then keeps the previous run."""
+    best = result.best_val
+    score = best.get(task.monitor)
+    keep = f"the previous {run_name} run stays in place"
+    ran_out = f" after {result.backtracks} backtrack(s): backtracking ran out" if result.backtracks else ""
+    if score is None or not math.isfinite(score):
+        raise SwarmlabError(f"{task.key}/{run_name} ended with no finite validation {task.monitor}{ran_out}; {keep}: "
+                            f"lower train.lr (now {cfg.lr:g}) or use train.amp fp32")
+    loss = best.get("loss")
+    if baseline is not None and loss is not None and math.isfinite(baseline):
+        limit = baseline + DIVERGED_FACTOR * max(abs(baseline), 1.0)
+        if not loss <= limit:
+            raise SwarmlabError(f"{task.key}/{run_name} diverged{ran_out}: its best validation loss {loss:.4g} is far above "
+                                f"the untrained model's {baseline:.4g}; {keep}: lower train.lr (now {cfg.lr:g}) or set "
+                                f"train.grad_clip")
+
+
+# ------------------------------------------------------------------------------------------------------- seals
+
+
+def start_record(task) -> dict:
+    """What ``run.json`` records at the start of a run besides its names: the data it trains on."""
+    return {"data_dir": str(task.data_dir) if task.split_files else None, "data_fingerprint": task.data_fingerprint()}
+
+
+def seal_run(run_dir: Path) -> None:
+    """Add the SHA-256 of the finished run's ``best.pt`` to its ``run.json`` (before it replaces the previous run)."""
+    path = Path(run_dir) / "run.json"
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record["best_sha256"] = file_sha256(Path(run_dir) / BEST)
+    atomic_write_text(path, json.dumps(record) + "\n")
+
+
+def check_run(task, run_dir: Path, hint: str) -> None:
+    """A checkpoint is the one its run wrote (``best.pt`` against run.json's hash) and was trained on the data the
+    task reads now (the fingerprints); runs sealed before these records existed are not checked."""
+    path = Path(run_dir) / "run.json"
+    if not path.is_file():
+        return
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SwarmlabError(f"{path} is not valid JSON: the run folder is damaged; retrain it ({hint})") from None
+    if not isinstance(record, dict):
+        raise SwarmlabError(f"{path} is not a run record (a JSON object): retrain it ({hint})")
+    sealed = record.get("best_sha256")
+    if sealed and file_sha256(Path(run_dir) / BEST) != sealed:
+        raise SwarmlabError(f"{Path(run_dir) / BEST} is not the checkpoint this run wrote (its content hash differs from "
+                            f"run.json's): it was replaced or changed; restore it (dvc checkout) or retrain ({hint})")
+    trained_on, now = record.get("data_fingerprint"), task.data_fingerprint()
+    if trained_on and now and trained_on != now:
+        raise SwarmlabError(f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
+                            f"than {task.data_dir} holds now ({now}): retrain it ({hint})")
+
+
+def prune_stale_runs(root: Path, keep: list[str], history: Path) -> list[str]:
+    """After every requested run of a task finished: remove the run folders (and history plots) of runs no longer
+    requested, a model dropped from ``tasks.<task>.models`` say. DVC used to delete the stage's whole output before
+    each run; with ``persist: true`` (dvc.yaml) the stage itself keeps the output equal to what it produced."""
+    gone = []
+    for folder in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith(".") and folder.name not in keep:
+            shutil.rmtree(folder)
+            gone.append(folder.name)
+    for csv_file in sorted(Path(history).glob("*.csv")) if Path(history).is_dir() else []:
+        if csv_file.stem not in keep:
+            csv_file.unlink()
+    return gone
