@@ -220,7 +220,7 @@ def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None,
                                 f"data: {hint}")
         k = len(t.means) if kind == "clustering" else len(t.pi)
         if len(t.labels) and (int(t.labels.min()) < 0 or int(t.labels.max()) >= k or (slots and int(t.labels.max()) >= slots)):
-            bad = int(t.labels.max()) if int(t.labels.max()) >= 0 else int(t.labels.min())
+            bad = int(t.labels.min()) if int(t.labels.min()) < 0 else int(t.labels.max())
             raise SwarmlabError(f"{path} row {row}: label {bad} outside the task's {k} clusters"
                                 + (f" (the model scores {slots} slots)" if slots else "") + f": rebuild the data: {hint}")
 

@@ -1,0 +1,65 @@
+"""What the data-integrity check costs per training start: ``Task.check_data(("train", "val"))`` (meta.json, the
+recorded options, every file's size and SHA-256) against loading the same splits, per task of a profile whose data
+folders exist.
+
+    SWARMLAB_WORKDIR=/tmp/cpu python benchmarks/integrity_cost.py --profile cpu [--repeats 5]
+
+Prints a markdown table: bytes hashed, the check's median seconds (warm page cache), the load's median seconds, and
+the check as a share of the load.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from pipelines.common.params import load_params
+from pipelines.common.runs import build_model, make_task, model_names, model_overrides
+
+TASKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
+
+
+def median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    params = load_params(None, args.profile)
+    print("| task | files | MB hashed | check (s) | load train+val (s) | check / load |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for key in TASKS:
+        probe = make_task(params, key)
+        if not (probe.data_dir / "meta.json").is_file():
+            continue
+        splits = [s for s in ("train", "val") if s in probe.data_splits]
+        record = probe.meta["files"]
+        files = sum(len(record[s]) for s in splits)
+        size = sum(info["bytes"] for s in splits for info in record[s].values())
+
+        def check():
+            make_task(params, key).check_data(("train", "val"))  # a fresh task: meta.json read and checked again
+
+        name = model_names(params, key)[0]
+        cfg = build_model(name, probe, model_overrides(params, key, name)).cfg
+
+        def load():
+            task = make_task(params, key)
+            task.check_data = lambda splits=(): None  # the load alone
+            task.train_data(cfg)
+            task.eval_data("val", cfg)
+
+        c, l_ = median_seconds(check, args.repeats), median_seconds(load, args.repeats)
+        print(f"| {key} | {files} | {size / 2**20:.1f} | {c:.3f} | {l_:.3f} | {c / l_:.0%} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
