@@ -74,8 +74,8 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     on_disk = json.loads((tmp_path / "reports" / "ablations" / "layers" / "results.json").read_text())
     assert on_disk["monitor"] == "accuracy" and on_disk["command"].startswith("python -m pipelines.ablate --grid layers")
     one, two = on_disk["points"]
-    assert one["train"]["transformer"]["num_params"] < two["train"]["transformer"]["num_params"]
-    assert 0.0 <= two["evaluate"]["transformer"]["test_accuracy"] <= 1.0
+    assert one["train"]["transformer-seed0"]["num_params"] < two["train"]["transformer-seed0"]["num_params"]
+    assert 0.0 <= two["evaluate"]["transformer-seed0"]["test_accuracy"] <= 1.0
     assert (tmp_path / "reports" / "ablations" / "layers" / "history" / "num_layers=2.csv").is_file()
     side = tmp_path / "outputs" / "ablations" / "layers" / "num_layers=2"
     assert yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
@@ -83,7 +83,7 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     from pipelines.common.paths import tracking_uri
 
     client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
-    run = client.get_run(two["runs"]["transformer"])
+    run = client.get_run(two["runs"]["transformer-seed0"])
     assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
     assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
 
