@@ -1,7 +1,7 @@
 """Ablation grids (params.yaml `ablations:`), one command each: ``python -m pipelines.ablate --grid <name>``.
 
 A grid names a task, the models to train and the params to vary; its points are every model times every
-combination of the varied values. Each point runs the generic stages (by default ``train`` then
+combination of the varied values, each with the grid's ``set`` values (dotted paths too) applied first. Each point runs the generic stages (by default ``train`` then
 ``evaluate``) as subprocesses in a workspace of its own, ``outputs/ablations/<grid>/<point>/``
 (``SWARMLAB_WORKDIR``), whose ``params.yaml`` is the active profile's resolved params with the point's values
 set, so that nothing in the repo's data/, outputs/ or reports/ is touched. Folders listed under ``reuse``
@@ -93,6 +93,8 @@ def set_dotted(params: dict, dotted: str, value, where: str) -> None:
 
 def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:
     out = copy.deepcopy(params)
+    for dotted, value in (spec.get("set") or {}).items():  # what every point shares (a budget, a length): not in labels
+        set_dotted(out, dotted, value, f"ablations.{grid}.set")
     for dotted, value in point["overrides"].items():
         set_dotted(out, dotted, value, f"ablations.{grid}.vary")
     if point["model"]:

@@ -23,7 +23,7 @@ def toy_params(values=(1, 2)) -> dict:
 
 
 def test_the_repo_grids_are_valid_at_every_profile():
-    for profile in ("smoke", "cpu", "paper"):
+    for profile in ("smoke", "cpu", "claims", "paper"):
         params = load_params(profile=profile)
         assert {"t_local", "cluster_size", "enhanced_switches", "augment"} <= set(params["ablations"])
         for grid in params["ablations"]:
@@ -37,6 +37,20 @@ def test_the_repo_grids_are_valid_at_every_profile():
     assert len(grid_points(params, "enhanced_switches")) == 9
     off = point_params(params, params["ablations"]["augment"], grid_points(params, "augment")[1], "augment")
     assert off["augment"]["enabled"] is False and params["augment"]["enabled"] is True
+
+
+def test_a_grid_sets_shared_values_on_every_point_without_naming_them():
+    params = load_params(profile="claims")
+    spec = params["ablations"]["augment"]
+    points = grid_points(params, "augment")
+    assert [p["point"] for p in points] == ["enabled=true", "enabled=false"]  # `set` is not in the names
+    for point, enabled in zip(points, (True, False)):
+        p = point_params(params, spec, point, "augment")
+        imdb = p["tasks"]["imdb"]
+        assert p["augment"]["enabled"] is enabled and imdb["seeds"] == [0, 1, 2]
+        assert (imdb["train"]["max_steps"], imdb["train"]["max_epochs"], imdb["model_overrides"]["seq_len"]) == (2000, 0, 128)
+    with pytest.raises(SwarmlabError, match=r"ablations.g.set: 'seed.x' does not name a params section"):
+        point_params(params, {"set": {"seed.x": 1}}, points[0], "g")
 
 
 def test_a_point_writes_a_params_file_the_stages_accept(tmp_path):

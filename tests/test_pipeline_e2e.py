@@ -56,10 +56,10 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small-seed0.png").is_file()
     assert (repo / "dvc.lock").is_file()
     for key in ("mnist", "fashion_mnist"):  # the image track (tasks/image_generation.py) at smoke size
-        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small"]
+        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small-seed0"]
         assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
         assert scored["approximate_train_images"] is (key == "mnist")
-        assert (repo / "reports" / "sample" / key / "swarm_transformer_small" / "samples.png").is_file()
+        assert (repo / "reports" / "sample" / key / "swarm_transformer_small-seed0" / "samples.png").is_file()
     report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: our run beside the paper's, linked
     assert "| `swarmformer_small` — ours (the paper's model) |" in report and "#/experiments/" in report
     assert (repo / "reports" / "report.html").is_file() and (repo / "reports" / "report" / "plots" / "curves" / "imdb").is_dir()
