@@ -35,6 +35,7 @@ import torch
 import torch.nn as nn
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import fingerprint, verify_files
 from swarmlab.settings import parse
 
 Outputs = torch.Tensor | tuple | dict  # what a model returns: a tensor, a tuple of tensors or a dict of them
@@ -201,8 +202,6 @@ class Task(abc.ABC):
         record (``split_files`` empty: IMDB, whose folder comes from stages of its own) has nothing to check."""
         if not self.split_files:
             return
-        from swarmlab.integrity import verify_files
-
         done = self.__dict__.setdefault("_verified_splits", set())
         for split in splits:
             if split in self.data_splits and split not in done:
@@ -214,8 +213,6 @@ class Task(abc.ABC):
         and evaluate / sample refuse a checkpoint trained on other data. None when the task keeps no record."""
         if not self.split_files:
             return None
-        from swarmlab.integrity import fingerprint
-
         return fingerprint(self.meta)
 
     def max_seq_len(self) -> int | None:

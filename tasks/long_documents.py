@@ -45,7 +45,8 @@ from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
 from swarmlab.io import read_parquet_checked, write_shards
 from swarmlab.settings import setting
 from tasks.long_data import (ARXIV11_CATEGORIES, BYTE_VOCAB_SIZE, LISTOPS_NUM_CLASSES, LISTOPS_VOCAB, PAD,
-                             check_listops_feasible, encode_bytes, generate_listops, listops_depth, load_arxiv11, stratified_split, tokenize_listops)
+                             check_listops_feasible, encode_bytes, generate_listops, listops_depth, load_arxiv11,
+                             stratified_split, tokenize_listops)
 from tasks.metrics import MulticlassConfusion
 from tasks.registry import register_task
 from tasks.text_classification import TextClassificationTask

@@ -462,8 +462,9 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
     before = snapshot(work)
     env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0",
            "SWARMLAB_HOLD_BEFORE_SWAP_S": "30"}
+    tracking = ("--no-tracking",) if stage == "train" else ()
     proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t",
-                             "--task", task, *args, *(("--no-tracking",) if stage == "train" else ())], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                             "--task", task, *args, *tracking], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     parent = work / output if stage == "train" else (work / output).parent
     deadline = time.monotonic() + 120

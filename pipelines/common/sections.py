@@ -143,8 +143,8 @@ def source_of(params: dict) -> str:
 
 
 def section(params: dict, name: str):
-    """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``, ``sample``;
-    the engine's ``train`` is checked per task by ``pipelines.common.runs.train_config``)."""
+    """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``,
+    ``sample``; the engine's ``train`` is checked per task by ``pipelines.common.runs.train_config``)."""
     try:
         return parse(SECTIONS[name], params.get(name), name)
     except SwarmlabError as exc:
