@@ -187,3 +187,33 @@ def test_malformed_folders_are_clear_errors(tmp_path):
     (root / "train.jsonl").write_text('{"text": "a", "label": 0}\n')
     with pytest.raises(LongDataError, match="train.jsonl without test.jsonl"):
         load_arxiv11(root)
+
+
+def test_listops_mean_tree_size_matches_draws_and_hopeless_settings_are_refused_up_front():
+    import random
+
+    from tasks.long_data import _generate_tree, check_listops_feasible, listops_expected_tokens
+
+    rng = random.Random(0)
+    sizes = []
+    for _ in range(3000):
+        out: list[str] = []
+        _generate_tree(rng, 1, 10, 10, 0.25, out)
+        sizes.append(len(out))
+    assert listops_expected_tokens(10, 10) == pytest.approx(np.mean(sizes), rel=0.15)  # ~133 tokens
+    assert check_listops_feasible(100, max_depth=6, max_args=10, min_length=20, max_length=256) > 0.05
+    with pytest.raises(LongDataError, match="a drawn tree has ~"):
+        check_listops_feasible(100, max_depth=6, max_args=1000, min_length=20, max_length=256)
+    with pytest.raises(LongDataError, match="0 of .* trial draws were kept"):  # at most 5 tokens: never > 100
+        check_listops_feasible(1000, max_depth=2, max_args=3, min_length=100, max_length=120)
+
+
+def test_generate_listops_reports_progress_and_the_heartbeat_prints(capsys):
+    from swarmlab.heartbeat import Heartbeat
+
+    seen = []
+    generate_listops(5, seed=0, max_depth=3, min_length=0, max_length=50, progress=lambda kept, tries: seen.append(kept))
+    assert seen and seen[0] == 0 and seen == sorted(seen) and seen[-1] <= 5
+    beat = Heartbeat("data listops", 5, "expressions", every_s=0.0)
+    beat.beat(3, "40 tries")
+    assert "data listops: 3 of 5 expressions (40 tries)" in capsys.readouterr().out
