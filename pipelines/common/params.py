@@ -25,7 +25,7 @@ import yaml
 from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import PARAMS_FILE
 
-TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles"}
+TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles", "schedule"}  # schedule: declared by no stage (see above)
 OVERRIDE_SECTIONS = ("augment", "train")  # top-level sections that override every profile (declared in dvc.yaml)
 
 
@@ -95,6 +95,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
     resolved["profile"] = name
     resolved["paths"] = raw.get("paths") or {}
+    resolved["schedule"] = raw.get("schedule") or {}
     resolved["params_file"] = str(path)
     return resolved
 
