@@ -285,7 +285,7 @@ class Scheduler:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
         task = {"key": self.task.key, "options": dataclasses.asdict(self.task.options), "root": str(Path(self.task.root).resolve())}
-        remote = ray.remote(_worker)
+        remote = ray.remote(max_calls=1)(_worker) if fresh_workers else ray.remote(_worker)
         queue, pending, results, failure = list(jobs), {}, {}, None
         done = 0
         while queue or pending:
@@ -297,7 +297,6 @@ class Scheduler:
                         "keep_log": str(job.keep_log) if job.keep_log else None,
                         "history": str(job.history) if job.history else None, "label": f"{label}/{job.run.name}"}
                 ref = remote.options(**slot.resources.ray_options(), max_retries=self.cfg.max_retries,
-                                     **({"max_calls": 1} if fresh_workers else {}),
                                      retry_exceptions=False, name=f"{self.stage}:{self.task.key}/{job.run.name}").remote(spec)
                 pending[ref] = (job, time.perf_counter())
                 self._line(label, "start", job.run, job.note, (done, len(pending), len(queue)))

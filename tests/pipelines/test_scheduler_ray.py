@@ -67,6 +67,19 @@ def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage
     assert runs("ray.db") == runs("seq.db") and len(runs("ray.db")) == 4
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlruns.db").exists()  # nothing in the worker's cwd
 
+    # the evaluate stage's runs go the same way, each in a fresh worker; the test scores are the sequential ones
+    from pipelines.evaluate import evaluate
+
+    here = evaluate(params, "toy_counting", train_root=tmp_path / "seq", report_root=tmp_path / "e1", tracking=False,
+                    parallel=1)
+    there = evaluate(params, "toy_counting", train_root=tmp_path / "ray", report_root=tmp_path / "e2", tracking=False,
+                     parallel=2, address=cluster.address)
+    scores = lambda results: {run: {k: v for k, v in m.items() if k.startswith("test_")} for run, m in results.items()}
+    assert scores(there) == scores(here) and len(there) == 4
+    assert {m["resources"]["scheduler"] for m in there.values()} == {"ray"}
+    assert sorted(p.name for p in (tmp_path / "e2" / "evaluate" / "toy_counting" / "plots").iterdir()) == \
+           sorted(p.name for p in (tmp_path / "e1" / "evaluate" / "toy_counting" / "plots").iterdir())
+
 
 def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_path, capsys):
     from pipelines.train import train
