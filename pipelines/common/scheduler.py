@@ -201,9 +201,12 @@ class Scheduler:
             nodes = ray.nodes()
             for run in self.runs:
                 slot = self.slots[run.name]
-                slot.resources = request(nodes, slot.resources.cpus, slot.resources.gpus,
-                                         cpus_key=f"schedule.cpus_per_run (run {run.name})",
-                                         gpus_key=f"schedule.gpus_per_run (run {run.name})")
+                try:
+                    slot.resources = request(nodes, slot.resources.cpus, slot.resources.gpus,
+                                             cpus_key="schedule.cpus_per_run", gpus_key="schedule.gpus_per_run")
+                except SwarmlabError as exc:
+                    raise SwarmlabError(f"run {run.name} of {self.task.key}: {exc} (per task and model: "
+                                        f"schedule.tasks.{self.task.key})") from None
             self._check_equal_budgets({r.name: train_config(self.params, self.task.key, r.model).time_budget_s
                                        for r in self.runs})
         except BaseException:
@@ -223,7 +226,9 @@ class Scheduler:
     def describe(self, n: int) -> str:
         """The first line of the stage: how its runs go."""
         if not self.ray:
-            return f"{n} run(s) one after another in this process" + (f" ({self.note})" if self.note else "")
+            kinds = sorted({self._describe(self.slots[r.name]) for r in self.runs})
+            return (f"{n} run(s) one after another in this process, {' / '.join(kinds)} each"
+                    + (f" ({self.note})" if self.note else ""))
         at_once = "as many at once as fit" if self.parallel == 0 else f"{self.parallel} at a time"
         kinds = sorted({self._describe(self.slots[r.name]) for r in self.runs})
         return f"{n} run(s), {at_once}, on {self.where}; each run: {' / '.join(kinds)}"
@@ -266,6 +271,16 @@ class Scheduler:
 
         func = _import(fn)
         results = {}
+        threads_before = torch.get_num_threads()
+        try:
+            self._run_here(func, jobs, results, on_done=on_done, label=label)
+        finally:
+            torch.set_num_threads(threads_before)  # the stage leaves this process's threads as it found them
+        return results
+
+    def _run_here(self, func, jobs: list[Job], results: dict, *, on_done, label: str) -> None:
+        import torch
+
         for i, job in enumerate(jobs):
             slot = self.slots[job.run.name]
             self._line(label, "start", job.run, job.note, (i, 1, len(jobs) - i - 1))
@@ -275,7 +290,6 @@ class Scheduler:
             if on_done:
                 on_done(job, results[job.run.name])
             self._line(label, "done", job.run, f"in {time.perf_counter() - t0:.1f} s", (i + 1, 0, len(jobs) - i - 1))
-        return results
 
     def _execute_ray(self, fn: str, jobs: list[Job], *, tracking: bool, on_done, label: str, fresh_workers: bool) -> dict:
         import ray

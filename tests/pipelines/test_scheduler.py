@@ -117,7 +117,7 @@ def test_without_ray_installed_the_runs_go_one_after_another_here(tmp_path, monk
     params = toy_params({"parallel": 2})
     metrics = train(params, "toy_counting", out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
     out = capsys.readouterr().out
-    assert "one after another in this process (Ray is not installed" in out
+    assert "4 run(s) one after another in this process, 1 thread each (Ray is not installed" in out
     assert list(metrics) == ["transformer-seed0", "transformer-seed1", "linear_transformer-seed0",
                              "linear_transformer-seed1"]
     assert {m["resources"]["scheduler"] for m in metrics.values()} == {"in-process"}
