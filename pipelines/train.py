@@ -205,8 +205,9 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     metrics_path = reports / "metrics.json"
     data = data_hash(task)
     with scheduler:
-        if not resume and root.is_dir():  # what killed runs left behind (an interrupted run is kept to continue it)
-            for stale in [*root.glob(".*.old"), *root.glob(".*.log"), *(root.glob(".*.run") if restart else [])]:
+        if not resume and root.is_dir():  # what killed runs left behind (an interrupted run and its log are kept to go on)
+            for stale in [*root.glob(".*.old"), *(root.glob(".*.run") if restart else []),
+                          *(root.glob(".*.log") if restart else [])]:
                 shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
         summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
         jobs = []
@@ -226,6 +227,7 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
                 continue
             if not resume and work.is_dir() and not same_unfinished(work, fingerprint, CHECKPOINT):
                 shutil.rmtree(work)  # interrupted under other settings: it cannot be continued
+                (root / f".{run.name}.log").unlink(missing_ok=True)
             rows = len((work / "history.csv").read_text().splitlines()) - 1 if (work / "history.csv").is_file() else 0
             jobs.append(Job(run, dict(out_root=out_root, report_root=report_root, resume=True if resume else "auto",
                                       work=work, tracking=tracking, fingerprint=fingerprint, resources=record),
