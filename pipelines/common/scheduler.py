@@ -33,8 +33,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.common.cluster import (Resources, absolute_tracking_uri, connect_ray, describe_cluster, ray_installed,
-                                      request, resolve_address)
+from pipelines.common.cluster import (Resources, absolute_tracking_uri, check_reachable, connect_ray, describe_cluster,
+                                      ray_installed, request, resolve_address)
 from pipelines.common.runs import Run, _for_model, _per_model, train_config
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, parse, setting
@@ -150,6 +150,8 @@ class Scheduler:
         self.note = ""
         if self.ray and not ray_installed():
             self.ray, self.note = False, "Ray is not installed (pip install swarmlab[stack]): one run after another here"
+        if self.ray and self.cfg.address:
+            check_reachable(self.cfg.address)  # in seconds, before the stage touches anything (ray.init retries for long)
         default_threads = torch.get_num_threads()
         self.slots: dict[str, Slot] = {}
         budgets = {}

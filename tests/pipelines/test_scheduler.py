@@ -98,6 +98,15 @@ def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is
     Scheduler("train", params, _task(params), _runs(params), parallel=2)
 
 
+def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path):
+    from conftest import free_port
+
+    params = _write_params(tmp_path / "params.yaml")
+    run = _train_cli(tmp_path / "w", params, "--parallel", "2", "--address", f"127.0.0.1:{free_port()}")
+    assert run.returncode == 2 and run.stderr.startswith("error: cannot reach a Ray cluster at 127.0.0.1:")
+    assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "" and not (tmp_path / "w").exists()
+
+
 def _task(params):
     from pipelines.common.runs import make_task
 
