@@ -39,9 +39,6 @@ from pipelines.common.runs import Run, _for_model, _per_model, train_config
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, parse, setting
 
-RUN_KEYS = ("cpus_per_run", "gpus_per_run")  # what schedule.tasks.<task> (and its per-model mappings) may set
-
-
 @dataclass
 class ScheduleConfig:
     """``schedule:`` (top level of params.yaml, not a DVC param: it never changes what a run computes)."""
@@ -70,7 +67,8 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
         if profile:
             if "profiles" in profile:
                 raise SettingsError(f"schedule.profiles.{params.get('profile')}.profiles: profiles do not nest")
-            tasks = {**base.tasks, **{k: {**(base.tasks.get(k) or {}), **v} for k, v in (profile.get("tasks") or {}).items()}}
+            tasks = {**base.tasks, **{k: {**(base.tasks.get(k) or {}), **v} if isinstance(v, dict) else v
+                                      for k, v in (profile.get("tasks") or {}).items()}}
             base = parse(ScheduleConfig, {**raw, **profile, "tasks": tasks}, f"schedule (profile {params.get('profile')!r})")
         for key, value in base.tasks.items():
             if not isinstance(value, dict):
@@ -92,6 +90,8 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
 
 @dataclass
 class _RunResources:
+    """What ``schedule.tasks.<task>`` and its per-model mappings may set."""
+
     cpus_per_run: float = setting(1.0, gt=0)
     gpus_per_run: float = setting(0.0, ge=0)
 
