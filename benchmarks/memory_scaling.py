@@ -423,6 +423,10 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines) + "\n" + baselines_table(result)
 
 
+def _ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.1f}x" if r < 10 else f"{r:.0f}x"
+
+
 def _mem_cell(gb: float | None, kind: str | None) -> str:
     if gb is None:
         return "-"
@@ -445,7 +449,7 @@ def baselines_table(result: dict) -> str:
     for r in rows:
         cells = [_mem_cell(r["model_gb"], r["model_kind"])]
         for b in r["baselines"]:
-            cells += [_mem_cell(b["gb"], b["kind"]), f"{b['ratio']:.0f}x" if b["ratio"] is not None else "-"]
+            cells += [_mem_cell(b["gb"], b["kind"]), _ratio(b["ratio"])]
         lines.append(f"| {r['tokens']} | " + " | ".join(cells) + " |")
     if rows[0]["seed_ratio"] is not None:
         lines.append(f"\nSeed 000 at N=100000: full attention {rows[0]['seed_baseline_gb']} GB / SwarmFormer "
@@ -467,7 +471,7 @@ def goals_text(goals: dict) -> str:
     for b in c.get("baselines", []):
         lines.append(f"memory vs full attention at N={c['tokens']}: {b['baseline']} {_mem_cell(b['gb'], b['kind'])} / "
                      f"{c['model']} {_mem_cell(c['model_gb'], c['model_kind'])} = "
-                     + (f"{b['ratio']:.0f}x" if b["ratio"] is not None else "-")
+                     + _ratio(b["ratio"])
                      + (f" (seed 000: {c['seed_baseline_gb']} / {c['seed_model_gb']} GB = {c['seed_ratio']:.0f}x)"
                         if c.get("seed_ratio") else ""))
     return "\n".join(lines) + "\n"
