@@ -45,7 +45,7 @@ Two paths compute the same function (``fast`` in the config; the state dict is t
     recurrence runs in fp32. Whole sets go through all iterations in blocks of about ``block_rows`` rows of
     (B*N) (issue 19): pooling never crosses sets, so a block is the same computation on fewer rows, and its
     (rows, 4H) gates stay in cache across the ~20 elementwise passes of an iteration instead of streaming
-    from memory for each (benchmarks/set_speed.py: 1.1x per train step at N=100, 1.45x at N=550, one core).
+    from memory for each (benchmarks/set_step_bound.py: 1.05-1.25x per train step at N=100, 1.2-1.45x at N=550, one thread).
 """
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ class SwarmConfig:
     fast: bool = True  # fused hand-written backward computing the same function; False = plain reference
     # fast path only: run whole sets through all iterations in blocks of about this many (B*N) rows, so that a
     # block's gates (rows x 4H floats: 3 MB at 1024 x 768) stay in cache across the ~20 elementwise passes of
-    # an iteration (measured 1.25x per train step at B=50, N=100, H=192 on one core); 0 = the whole batch at
-    # once (the path before issue 19). Same function: pooling never crosses sets.
+    # an iteration (1.05-1.25x per train step at B=50, N=100, H=192 on one thread, 1.2-1.45x at N=550); 0 = the
+    # whole batch at once (the path before issue 19). Same function: pooling never crosses sets.
     block_rows: int = 1024
 
     def __post_init__(self):
