@@ -17,6 +17,9 @@ engine does), one process measures:
   * **step**: forward, cross-entropy of per-entity logits against random labels, zero_grad, backward, Adam step;
     median (and best) of ``--rounds`` rounds after one warm-up, models interleaved (model 1, model 2, ..., model 1,
     ...) so that a noisy, shared machine slows all alike. ratio = step / bound (1 = at the matmul peak).
+    **CPU ms** is the process's CPU time for the step (``time.process_time``): with one thread, the step's time
+    without the stretches the process sat descheduled behind other jobs, the steadier measure on a shared
+    machine (co-runners still share caches and memory bandwidth); with two threads it adds both threads' time.
 
 Rows ``swarm block_rows=0`` are the fast path before issue 19 (all sets at once), ``swarm`` the one after (blocks of
 whole sets, ``SwarmConfig.block_rows``); ``--with-plain`` adds ``swarm fast=False`` (plain autograd).
@@ -125,6 +128,13 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def timed_cpu(fn) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) of one call."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def rows_for(task: dict, with_plain: bool) -> list[tuple[str, dict]]:
     """(label, overrides) per timed model: the task's models, swarm twice (before / after issue 19)."""
     rows = []
@@ -154,14 +164,17 @@ def measure(task: dict, rows, B: int, N: int, threads: int, rounds: int) -> dict
         params[label] = sum(p.numel() for p in model.parameters())
     ceilings = {"square": make_matmul(CEILING_N, CEILING_N, CEILING_N), "swarm": make_matmul(*SWARM_SHAPE)}
     times = {label: [] for label in steps}
+    cpu = {label: [] for label in steps}
     peak = {key: 0.0 for key in ceilings}
     for _ in range(rounds):
         for key, (fn, n_flops) in ceilings.items():
             fn()
             peak[key] = max(peak[key], max(n_flops / timed(fn) for _ in range(3)) / 1e9)
         for label, step in steps.items():
-            times[label].append(timed(step))
-    return {"times": times, "flops": flops, "params": params, "ceiling_gflops": peak}
+            wall, cpu_s = timed_cpu(step)
+            times[label].append(wall)
+            cpu[label].append(cpu_s)
+    return {"times": times, "cpu": cpu, "flops": flops, "params": params, "ceiling_gflops": peak}
 
 
 def table(res: dict, B: int, N: int, threads: int) -> str:
@@ -169,17 +182,20 @@ def table(res: dict, B: int, N: int, threads: int) -> str:
     lines = [f"\n### N={N}, B={B}, {threads} thread(s): ceiling {ceiling:.1f} GFLOP/s (best fp32 matmul: 1024^3 "
              f"{res['ceiling_gflops']['square']:.1f}, SWARM's (1024x192)x(192x768) {res['ceiling_gflops']['swarm']:.1f})\n",
              "| model | params | GFLOP/step | bound ms | step ms (median) | best ms | ratio step/bound | samples/s | "
-             "GFLOP/s | vs before |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "GFLOP/s | vs before | CPU ms (median) | ratio CPU/bound | vs before (CPU) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, ts in res["times"].items():
         med, best = statistics.median(ts), min(ts)
         flops = res["flops"][label]
         bound = flops / (ceiling * 1e9)
-        before = ""
+        cpu = statistics.median(res["cpu"][label])
+        before = before_cpu = ""
         if label == "swarm" and "swarm block_rows=0" in res["times"]:
             before = f"{statistics.median(res['times']['swarm block_rows=0']) / med:.2f}x"
+            before_cpu = f"{statistics.median(res['cpu']['swarm block_rows=0']) / cpu:.2f}x"
         lines.append(f"| {label} | {res['params'][label]:,} | {flops / 1e9:.2f} | {bound * 1e3:.1f} | {med * 1e3:.0f} | "
-                     f"{best * 1e3:.0f} | {med / bound:.1f} | {B / med:.1f} | {flops / med / 1e9:.1f} | {before} |")
+                     f"{best * 1e3:.0f} | {med / bound:.1f} | {B / med:.1f} | {flops / med / 1e9:.1f} | {before} | "
+                     f"{cpu * 1e3:.0f} | {cpu / bound:.1f} | {before_cpu} |")
     return "\n".join(lines)
 
 
