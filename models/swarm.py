@@ -45,7 +45,8 @@ Two paths compute the same function (``fast`` in the config; the state dict is t
     recurrence runs in fp32. Whole sets go through all iterations in blocks of about ``block_rows`` rows of
     (B*N) (issue 19): pooling never crosses sets, so a block is the same computation on fewer rows, and its
     (rows, 4H) gates stay in cache across the ~20 elementwise passes of an iteration instead of streaming
-    from memory for each (benchmarks/set_step_bound.py: 1.05-1.25x per train step at N=100, 1.2-1.45x at N=550, one thread).
+    from memory for each (benchmarks/set_step_bound.py: 1.05-1.25x per train step at N=100, 1.2-1.45x at N=550, one
+    thread; with two threads the ~10x more ops measured 0.4-0.6x, so the blocks are used with one thread only).
 """
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ class SwarmConfig:
     # fast path only: run whole sets through all iterations in blocks of about this many (B*N) rows, so that a
     # block's gates (rows x 4H floats: 3 MB at 1024 x 768) stay in cache across the ~20 elementwise passes of
     # an iteration (1.05-1.25x per train step at B=50, N=100, H=192 on one thread, 1.2-1.45x at N=550); 0 = the
-    # whole batch at once (the path before issue 19). Same function: pooling never crosses sets.
+    # whole batch at once (the path before issue 19). Same function: pooling never crosses sets. Used with one
+    # intra-op thread only (see effective_block_rows: with 2 threads the blocks measured 0.4-0.6x).
     block_rows: int = 1024
 
     def __post_init__(self):
@@ -214,6 +216,17 @@ def _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, *
             h.view(B, N, H).mul_(drop[t])
     hc[..., H:].copy_(c.view(B, N, H))
     return hc, gates, cells, pooled, argmax
+
+
+def effective_block_rows(block_rows: int, threads: int) -> int:
+    """The blocks are used with ONE intra-op thread only; with more, all sets at once (0).
+
+    Each op on a block is a barrier for all threads, and blocks make ~10x more (smaller) ops: on the shared
+    2-core machine, 2 threads ran the blocked train step at 0.36-0.63x the unblocked one (three runs of
+    benchmarks/set_step_bound.py), while 1 thread gained 1.05-1.45x. The `cpu` profile trains set models with
+    one thread. Re-measure before widening this on a dedicated multi-core machine.
+    """
+    return block_rows if threads == 1 else 0
 
 
 def _set_blocks(B: int, N: int, block_rows: int) -> list[tuple[int, int]]:
@@ -385,7 +398,7 @@ class SwarmLayer(nn.Module):
         pooling: "mean" | "max" | "causal".
         dropout: channel dropout on h after every iteration (training only).
         fast: use :class:`_SwarmRecurrence` (same function, hand-written backward).
-        block_rows: fast path: rows of (B*N) per block of whole sets (0 = all sets at once).
+        block_rows: fast path: rows of (B*N) per block of whole sets (0 = all sets at once); one thread only.
     """
 
     def __init__(self, dim_input: int, dim_output: int, *, dim_hidden: int, n_iter: int, pooling: str,
@@ -432,11 +445,12 @@ class SwarmLayer(nn.Module):
         info = info.to(dtype) if info is not None and info.is_floating_point() else info
         drop = drop.to(dtype) if drop is not None else None
         xw = xw.to(dtype).contiguous()
+        rows = effective_block_rows(self.block_rows, torch.get_num_threads())
         with torch.autocast(xw.device.type, enabled=False):
             if torch.is_grad_enabled() and any(t.requires_grad for t in (xw, w_hh, w_hp)):
-                return _SwarmRecurrence.apply(xw, w_hh, w_hp, info, drop, self.pooling, self.n_iter, self.block_rows)
+                return _SwarmRecurrence.apply(xw, w_hh, w_hp, info, drop, self.pooling, self.n_iter, rows)
             hc = xw.new_empty((B, N, 2 * self.cell.dim_hidden))  # (B, N, 2H)
-            for b0, b1 in _set_blocks(B, N, self.block_rows):  # inference: one gate buffer per block, nothing kept
+            for b0, b1 in _set_blocks(B, N, rows):  # inference: one gate buffer per block, nothing kept
                 block_info, block_drop = _block_info(info, drop, self.pooling, b0, b1)
                 _fused_forward(xw[b0:b1], w_hh, w_hp, block_info, block_drop, self.pooling, self.n_iter, save=False,
                                out=hc[b0:b1])

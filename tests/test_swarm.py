@@ -12,6 +12,15 @@ from tests.reference_swarm import authors_swarm
 TINY = dict(dim_input=3, dim_output=4, dim_hidden=8, n_iter=3)
 
 
+@pytest.fixture
+def one_thread():
+    """The blocks of whole sets run with one intra-op thread only (models.swarm.effective_block_rows)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny(**kw) -> Swarm:
     torch.manual_seed(0)
     return models.create_model("swarm", **{**TINY, **kw})
@@ -76,7 +85,7 @@ def test_every_parameter_gets_a_gradient(pooling, fast):
 @pytest.mark.parametrize("pooling", ["mean", "max", "causal"])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("block_rows", [0, 7, 21])  # 4 sets of 7: one block; 4 blocks of 1 set; blocks of 3 + 1
-def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout, block_rows):
+def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout, block_rows, one_thread):
     """The hand-written backward against autograd through the plain equations (float64, same dropout draws)."""
     plain = tiny(pooling=pooling, fast=False, num_layers=2, dropout=dropout).double().train()
     fast = tiny(pooling=pooling, fast=True, num_layers=2, dropout=dropout, block_rows=block_rows).double().train()
@@ -97,7 +106,7 @@ def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout,
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
 @pytest.mark.parametrize("fast, block_rows", [(True, 0), (True, 9), (True, 1024), (False, 0)])
-def test_permutation_equivariance_with_padding(pooling, fast, block_rows):
+def test_permutation_equivariance_with_padding(pooling, fast, block_rows, one_thread):
     model = tiny(pooling=pooling, fast=fast, num_layers=2, block_rows=block_rows).eval()
     x = torch.randn(3, 9, 3)
     mask = random_mask(3, 9, seed=5)
@@ -135,7 +144,7 @@ def test_causal_output_at_i_ignores_later_inputs(fast):
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max", "causal"])
-def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling):
+def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling, one_thread):
     """Blocks of whole sets (issue 19) against the fast path before them (``block_rows=0``) and the plain path:
     fp32 outputs and gradients, padded sets (an empty one too), train mode with and without grad, eval."""
     B, N = 7, 40
@@ -162,12 +171,13 @@ def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling):
 
 
 def test_set_blocks_cover_every_set_once():
-    from models.swarm import _set_blocks
+    from models.swarm import _set_blocks, effective_block_rows
 
     assert _set_blocks(50, 100, 1024) == [(b, min(50, b + 10)) for b in range(0, 50, 10)]
     assert _set_blocks(4, 7, 0) == [(0, 4)]
     assert _set_blocks(3, 2000, 1024) == [(0, 1), (1, 2), (2, 3)]  # a set larger than a block is one block
     assert _set_blocks(5, 7, 21) == [(0, 3), (3, 5)]
+    assert effective_block_rows(1024, 1) == 1024 and effective_block_rows(1024, 2) == 0  # blocks: one thread only
     with pytest.raises(ValueError, match="block_rows"):
         tiny(block_rows=-1)
 
