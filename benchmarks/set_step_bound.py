@@ -22,7 +22,8 @@ engine does), one process measures:
     machine (co-runners still share caches and memory bandwidth); with two threads it adds both threads' time.
 
 Rows ``swarm block_rows=0`` are the fast path before issue 19 (all sets at once), ``swarm`` the one after (blocks of
-whole sets, ``SwarmConfig.block_rows``); ``--with-plain`` adds ``swarm fast=False`` (plain autograd).
+whole sets, ``SwarmConfig.block_rows``; with one intra-op thread only, so at 2 threads both rows time the same
+path); ``--with-plain`` adds ``swarm fast=False`` (plain autograd).
 
     python benchmarks/set_step_bound.py                          # ~5 min on 2 idle cores: N 100 and 550, 1 and 2 threads
     python benchmarks/set_step_bound.py --entities 100 --threads 1 --rounds 5
