@@ -275,8 +275,10 @@ class TaskData:
         train_dir, eval_dir = reports / "train" / key, reports / "evaluate" / key
         if not (train_dir / "metrics.json").is_file() and key == params.get("task") and _legacy(reports):
             train_dir, eval_dir, self.legacy = reports / "train", reports / "evaluate", True
-        self.train = read_json(train_dir / "metrics.json") or {}
-        self.evaluate = read_json(eval_dir / "metrics.json") or {}
+        train, evaluate = read_json(train_dir / "metrics.json") or {}, read_json(eval_dir / "metrics.json") or {}
+        self.skipped = train.get("skipped") or evaluate.get("skipped") or ""  # the profile's reason (tasks.<key>.skip)
+        self.train = {k: v for k, v in train.items() if isinstance(v, dict)}
+        self.evaluate = {k: v for k, v in evaluate.items() if isinstance(v, dict)}
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
         self.eval_plots = sorted((eval_dir / "plots").glob("*.png"))
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
@@ -354,7 +356,8 @@ class Report:
         run_id = t.run_files.get(model, {}).get("run_id")
         run = self.ml.get(run_id) if run_id else None
         if run is None:
-            run, _ = self.ml.latest(t.key, f"{model}-seed{self.params.get('seed', 0)}")
+            name = model if re.search(r"-seed\d+$", model) else f"{model}-seed{self.params.get('seed', 0)}"  # runs, or old keys
+            run, _ = self.ml.latest(t.key, name)
         return run, run_id
 
     def provenance(self, t: TaskData, model: str) -> str:
@@ -433,9 +436,11 @@ class Report:
                 notes.append(f"no `tasks.{k}` section in params.yaml on this branch (its track has not landed)")
             if t.registry_note:
                 notes.append(t.registry_note)
-            if not t.train:
+            if t.skipped:
+                notes.append(f"skipped by profile `{self.params.get('profile')}`: {t.skipped}")
+            elif not t.train:
                 notes.append(f"no `reports/train/{k}/metrics.json` (`dvc repro train@{k}`)")
-            if not t.evaluate:
+            if not t.evaluate and not t.skipped:
                 notes.append(f"no `reports/evaluate/{k}/metrics.json` (`dvc repro evaluate@{k}`)")
             if t.legacy:
                 notes.append(f"read from the layout before per-task folders (`reports/train/metrics.json`, "
@@ -922,7 +927,7 @@ class Report:
             "python -m pipelines.paper_baselines         # the papers' numbers into MLflow (idempotent)",
             "python -m pipelines.ablate --list           # the ablation grids; then --grid <name>",
             "python -m pipelines.report                  # this report, from whatever exists",
-            "dvc exp show; dvc plots diff                # compare DVC experiments (README, Compare runs)",
+            "dvc exp show; dvc plots diff                # compare DVC experiments (docs/tracking.md, Compare runs)",
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --host 127.0.0.1 --port 5000 --workers 1 \\",
             "    --backend-store-uri sqlite:///$PWD/mlruns.db   # then open http://127.0.0.1:5000/#/experiments"]))]
 

@@ -44,8 +44,7 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
     params = toy_params(tmp_path)
     straight = run_train(tmp_path / "a", params)
     assert straight.returncode == 0, straight.stderr
-    metrics_file = tmp_path / "a" / "reports" / "train" / "toy_counting" / "metrics.json"
-    metrics = json.loads(metrics_file.read_text())["transformer-seed0"]
+    metrics = json.loads((tmp_path / "a" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())["transformer-seed0"]
     assert metrics["steps"] == 400 and metrics["evaluations"] == 10 and metrics["stopped"] == "max_steps"
     assert metrics["val_accuracy"] > 0.7  # it learns to count from generated batches
 
@@ -61,13 +60,11 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
     assert proc.wait(60) == -signal.SIGKILL, "the run ended before it could be killed"
     done = len(last.read_text().splitlines()) - 1
     assert done < 10
-    # nothing half-done in place
-    assert not (tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer-seed0").exists()
+    assert not (tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer-seed0").exists()  # nothing half-done in place
     resumed = run_train(tmp_path / "b", params, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert not last.parent.exists()  # renamed into place
     assert history(tmp_path / "b") == history(tmp_path / "a")
-    again = json.loads((tmp_path / "b" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())
-    again = again["transformer-seed0"]
+    again = json.loads((tmp_path / "b" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())["transformer-seed0"]
     assert {k: v for k, v in again.items() if "time" not in k and "per_s" not in k} == \
            {k: v for k, v in metrics.items() if "time" not in k and "per_s" not in k}
