@@ -105,9 +105,9 @@ def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:
 def write_params_file(params: dict, path: Path) -> None:
     """A params.yaml whose defaults are ``params`` as resolved, under a profile of the same name with no overrides."""
     profile = params.get("profile") or "ablation"
-    defaults = {k: v for k, v in params.items() if k not in ("profile", "paths")}
+    defaults = {k: v for k, v in params.items() if k not in ("profile", "paths", "schedule")}
     path.write_text(yaml.safe_dump({"profile": profile, "paths": params.get("paths") or {}, "defaults": defaults,
-                                    "profiles": {profile: {}}}, sort_keys=False))
+                                    "profiles": {profile: {}}, "schedule": params.get("schedule") or {}}, sort_keys=False))
 
 
 def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:

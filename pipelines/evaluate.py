@@ -7,7 +7,10 @@ memory (process peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on GPU). Wr
 ``reports/evaluate/<task>/metrics.json`` (DVC metrics; keyed by run, ``<model>-seed<k>``, each entry naming its
 model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run.
 
-    python -m pipelines.evaluate [--task T] [--profile P] [--no-tracking]
+The runs go through the same scheduler as training (pipelines/common/scheduler.py: in this process, or fanned out
+over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
+
+    python -m pipelines.evaluate [--task T] [--profile P] [--parallel N] [--address HOST:PORT] [--no-tracking]
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (Run, build_model, default_task, evaluate_settings, load_best, make_task,
                                    model_overrides, report_dir, skip_reason, task_runs, train_config, train_dir,
                                    write_skipped)
+from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
@@ -93,8 +97,9 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
 
 
 def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
-                 tracking: bool = True) -> dict:
-    """The test metrics, speed and memory of one run; its figures go to ``plots_dir``."""
+                 tracking: bool = True, resources: dict | None = None) -> dict:
+    """The test metrics, speed and memory of one run; its figures go to ``plots_dir``; ``resources`` (what the
+    scheduler gave it) are recorded in its entry."""
     name = run.name
     cfg = train_config(params, task.key, run.model, seed=run.seed)
     model = load_best(params, task, run, train_root)
@@ -110,7 +115,8 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
     memory_mb, memory_kind = peak_memory_mb(device)
     result = {"model": run.model, "seed": run.seed, **{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
-              "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit()}
+              "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit(),
+              **({"resources": resources} if resources else {})}
     plots = task.report(meter, plots_dir, title=name, name=name)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
@@ -131,7 +137,8 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
 
 
 def evaluate(params: dict, task_name: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
-             report_root: Path = REPORTS_DIR, tracking: bool = True) -> dict:
+             report_root: Path = REPORTS_DIR, tracking: bool = True, parallel: int | None = None,
+             address: str | None = None) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     if skip_reason(params, task_name):
@@ -146,11 +153,15 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
             raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     resolve_device(train_config(params, task_name).device)
     evaluate_settings(params, task_name)
+    scheduler = Scheduler("evaluate", params, task, runs, parallel=parallel, address=address)
     if tracking:
         check_tracking_uri()
-    with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:  # all of it, or the previous reports
-        results = {run.name: evaluate_one(task, run, params, plots_dir=tmp / "plots", train_root=train_root,
-                                          tracking=tracking) for run in runs}
+    train_root = Path(train_root).resolve()
+    # all of it, or the previous reports
+    with scheduler, atomic_dir(Path(report_dir("evaluate", task_name, report_root)).resolve()) as tmp:
+        jobs = [Job(run, dict(plots_dir=tmp / "plots", train_root=train_root, tracking=tracking,
+                              resources=scheduler.record(run))) for run in runs]
+        results = scheduler.execute("pipelines.evaluate:evaluate_one", jobs, tracking=tracking, fresh_workers=True)
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 
@@ -159,9 +170,13 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
 def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)")
+    parser.add_argument("--parallel", type=int, default=None, help="runs at once (default: schedule.parallel); 1 = one after "
+                                                                   "another in this process; 0 = as many as Ray's resources hold")
+    parser.add_argument("--address", default=None, help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
+                                                        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     args = parser.parse_args(argv)
-    evaluate(params_from(args), args.task, tracking=not args.no_tracking)
+    evaluate(params_from(args), args.task, tracking=not args.no_tracking, parallel=args.parallel, address=args.address)
 
 
 if __name__ == "__main__":

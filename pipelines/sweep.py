@@ -21,18 +21,17 @@ import csv
 import dataclasses
 import io
 import json
-import logging
 import math
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
 from pipelines.common.cli import params_from, stage_parser
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
-from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, git_commit, tracking_uri
+from pipelines.common.cluster import absolute_tracking_uri, check_reachable, connect_ray, request, resolve_address  # noqa: F401
+from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.progress import progress_enabled
 from pipelines.common.search_space import ResolvedSpace, resolve_space
 
@@ -55,77 +54,9 @@ def check_settings(params: dict) -> dict:
 
 
 def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
-    """The resources each trial asks for, checked against the cluster's alive ``nodes`` (``ray.nodes()``).
-
-    A trial takes ``gpus`` of a GPU when the cluster has GPUs (and ``gpus`` > 0), else CPUs only. A request
-    that no single node can hold would stay PENDING forever without an error, so it is refused here.
-    """
-    alive = [n for n in nodes if n.get("Alive", True)]
-    max_cpus = max((n.get("Resources", {}).get("CPU", 0.0) for n in alive), default=0.0)
-    max_gpus = max((n.get("Resources", {}).get("GPU", 0.0) for n in alive), default=0.0)
-    if cpus > max_cpus:
-        raise SwarmlabError(f"sweep.cpus_per_trial={cpus:g} but the largest Ray node has {max_cpus:g} CPUs: such a trial "
-                            f"would wait forever; lower sweep.cpus_per_trial or add a bigger node")
-    if max_gpus and gpus:
-        if gpus > max_gpus:
-            raise SwarmlabError(f"sweep.gpus_per_trial={gpus:g} but the largest Ray node has {max_gpus:g} GPUs: "
-                                f"lower sweep.gpus_per_trial (fractions share a GPU)")
-        return {"cpu": cpus, "gpu": gpus}
-    return {"cpu": cpus}
-
-
-def resolve_address(cli_address: str | None, params: dict) -> str | None:
-    """``--address``, else ``$RAY_ADDRESS``, else ``sweep.address``; None means a local Ray instance."""
-    return cli_address or os.environ.get("RAY_ADDRESS") or params["sweep"]["address"] or None
-
-
-def check_reachable(address: str, timeout_s: float = 3.0) -> None:
-    """Fail in seconds, with one line, when nothing listens at ``address`` (``ray.init`` retries for long)."""
-    if address in ("auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise SwarmlabError(f"Ray address {address!r} is not host:port (e.g. 127.0.0.1:6379, or auto)")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise SwarmlabError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}): start one with "
-                            f"`ray start --head` (docs/sweeps.md, Running on a Ray cluster), or drop --address / RAY_ADDRESS to run locally") from None
-
-
-def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: str | None = None) -> bool:
-    """Start a local Ray instance or join the cluster at ``address``; True when this call did either.
-
-    Workers get the repo root on PYTHONPATH, so trials import this checkout whatever their working
-    directory. An already initialised Ray (a test's, a notebook's) is reused as it is.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    kwargs = dict(log_to_driver=False, logging_level=logging.WARNING,
-                  runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
-    if address:
-        check_reachable(address)
-        try:
-            ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:
-            raise SwarmlabError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
-    else:
-        ray.init(num_cpus=num_cpus, _temp_dir=temp_dir, include_dashboard=False, **kwargs)
-    return True
-
-
-def absolute_tracking_uri() -> str:
-    """The tracking URI with any local path made absolute: trials run in other working directories."""
-    uri = tracking_uri()
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
-    if "://" not in uri:
-        return str(Path(uri).resolve())
-    return uri
+    """The resources each trial asks for (``tune.with_resources``), checked against the cluster's alive ``nodes``
+    by the one resource check the stages' runs use too (pipelines/common/cluster.py: ``request``)."""
+    return request(nodes, cpus, gpus, cpus_key="sweep.cpus_per_trial", gpus_key="sweep.gpus_per_trial").tune()
 
 
 # ------------------------------------------------------------------------------------------ preparation
@@ -474,7 +405,7 @@ def sweep(params: dict, *, task_name: str | None = None, models: list[str] | Non
 
     import ray
 
-    started = connect_ray(resolve_address(address, params), num_cpus=num_cpus)
+    started = connect_ray(resolve_address(address, params["sweep"]["address"]), num_cpus=num_cpus)
     try:
         ray_dir.mkdir(parents=True, exist_ok=True)
         resources = trial_resources(ray.nodes(), cfg["cpus_per_trial"], cfg["gpus_per_trial"])

@@ -114,3 +114,48 @@ def test_the_import_walk_sees_imports_inside_functions(tmp_path):
     assert REPO_ROOT / "tasks" / "registry.py" in files  # through tasks/__init__.py
     # (the registry imports the task modules by name on the first lookup, tasks/registry.py: BUILTIN; the stages
     # that look tasks up declare the whole tasks/ folder)
+
+
+def test_no_stage_declares_the_schedule():
+    """The top-level `schedule:` (how many runs at once, CPUs/GPUs per run, the Ray address) does not change results:
+    no stage may declare it, and it must not sit under `defaults` or `profiles`, which every stage declares."""
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    assert "schedule" in raw and "schedule" not in raw["defaults"]
+    assert not any("schedule" in (profile or {}) for profile in raw["profiles"].values())
+    for pipeline, name, stage in STAGES:
+        declared = [p for p in stage.get("params", []) if not isinstance(p, dict)]
+        assert not any(p == "schedule" or p.startswith("schedule.") for p in declared), f"{pipeline}:{name}"
+
+
+@pytest.mark.slow
+def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
+    """`dvc status` in a tiny repo whose stage declares what train@<task> declares: an edit of `schedule` (parallel, a
+    profile's entry, a task's CPUs) leaves it up to date; an edit of a declared setting does not (the check can fail)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    sh = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+    shutil.copy(REPO_ROOT / "params.yaml", tmp_path / "params.yaml")
+    train = next(stage for _, name, stage in STAGES if name == "train@imdb")
+    stage = {"cmd": "echo done > out.txt", "params": train["params"], "outs": ["out.txt"]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
+    sh("git", "init", "-q")
+    sh(dvc, "init", "-q")
+    sh(dvc, "repro", "-q")
+
+    def edit(change) -> str:
+        raw = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        change(raw)
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        return sh(dvc, "status")
+
+    assert "up to date" in sh(dvc, "status")
+    assert "up to date" in edit(lambda raw: raw["schedule"].update(parallel=4, address="10.0.0.1:6379"))
+    assert "up to date" in edit(lambda raw: raw["schedule"]["profiles"]["cpu"].update(cpus_per_run=2, gpus_per_run=0.5))
+    assert "up to date" in edit(lambda raw: raw["schedule"].update(tasks={"imdb": {"swarmformer*": {"cpus_per_run": 2}}}))
+    assert "changed" in edit(lambda raw: raw["defaults"]["train"].update(lr=1.0e-3))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import torch
@@ -153,17 +152,3 @@ def check_run(task, run_dir: Path, hint: str) -> None:
         raise SwarmlabError(f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
                             f"than {task.data_dir} holds now ({now}): retrain it ({hint})")
 
-
-def prune_stale_runs(root: Path, keep: list[str], history: Path) -> list[str]:
-    """After every requested run of a task finished: remove the run folders (and history plots) of runs no longer
-    requested, a model dropped from ``tasks.<task>.models`` say. DVC used to delete the stage's whole output before
-    each run; with ``persist: true`` (dvc.yaml) the stage itself keeps the output equal to what it produced."""
-    gone = []
-    for folder in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
-        if folder.is_dir() and not folder.name.startswith(".") and folder.name not in keep:
-            shutil.rmtree(folder)
-            gone.append(folder.name)
-    for csv_file in sorted(Path(history).glob("*.csv")) if Path(history).is_dir() else []:
-        if csv_file.stem not in keep:
-            csv_file.unlink()
-    return gone

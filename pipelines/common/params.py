@@ -28,7 +28,7 @@ from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import PARAMS_FILE
 from pipelines.common.sections import TaskSection
 
-TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles"}
+TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles", "schedule"}  # schedule: declared by no stage (see above)
 # sections whose keys a profile may add although the defaults' section omits them (engine settings, config fields, one
 # model's own mapping): their schema is TrainConfig or the model's config, checked where they are used
 PER_MODEL_SECTION = re.compile(r"tasks\.[^.]+\.(train|model_overrides)")
@@ -122,6 +122,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
     resolved["profile"] = name
     resolved["paths"] = raw.get("paths") or {}
+    resolved["schedule"] = raw.get("schedule") or {}
     resolved["params_file"] = str(path)
     return resolved
 

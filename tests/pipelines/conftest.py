@@ -5,11 +5,18 @@ stages (with the shipped BERT vocabulary) into a temporary folder.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import random
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,3 +136,97 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _node_ports() -> list[str]:
+    """Explicit free ports for one node, so that it cannot clash with another Ray on this machine."""
+    ports = []
+    for flag in ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
+                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port"):
+        ports += [flag, str(free_port())]
+    return ports
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)  # `ray start --block` then stops the processes of its node
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@dataclass
+class LoopbackCluster:
+    address: str
+    env: dict
+    head_node: str
+    worker_node: str
+
+
+@contextlib.contextmanager
+def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
+    """A head and one worker node started with `ray start` on 127.0.0.1, token auth off; stopped even if a test fails.
+
+    Stops exactly the processes it started (`ray start --block` exits with its node's processes), never `ray stop`,
+    which would stop every Ray process of this user on the machine.
+    """
+    import ray
+
+    temp_dir = short_tmpdir("rc")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    env.pop("RAY_ADDRESS", None)
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
+    head = worker = None
+    logs = [open(Path(temp_dir) / f"{name}.log", "w") for name in ("head", "worker")]
+    before = os.environ.get("RAY_AUTH_MODE")
+    try:
+        head = subprocess.Popen([RAY, "start", "--head", f"--port={port}", f"--num-cpus={head_cpus}",
+                                 "--include-dashboard=false", *common, *_node_ports()], env=env, stdout=logs[0],
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            assert head.poll() is None, (Path(temp_dir) / "head.log").read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the head did not start"
+                time.sleep(0.2)
+        worker = subprocess.Popen([RAY, "start", f"--address={address}", f"--num-cpus={worker_cpus}", *common,
+                                   *_node_ports()], env=env, stdout=logs[1], stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        ray.init(address=address, log_to_driver=False)  # wait until the worker has joined
+        try:
+            while len([n for n in ray.nodes() if n["Alive"]]) < 2 or \
+                    sum(n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]) < head_cpus + worker_cpus:
+                assert worker.poll() is None and time.monotonic() < deadline, "the worker did not join"
+                time.sleep(0.2)
+            nodes = [n for n in ray.nodes() if n["Alive"]]
+            head_node = next(n["NodeID"] for n in nodes if n["Resources"].get("node:__internal_head__"))
+            worker_node = next(n["NodeID"] for n in nodes if n["NodeID"] != head_node)
+        finally:
+            ray.shutdown()
+        yield LoopbackCluster(address, env, head_node, worker_node)
+    finally:
+        _stop(worker)
+        _stop(head)
+        for f in logs:
+            f.close()
+        if before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = before
+        leftovers = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
+        for pid in map(int, leftovers):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not leftovers, f"Ray processes survived the cluster's stop: {leftovers}"

@@ -8,93 +8,23 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from pipelines.common.paths import REPO_ROOT
 
-from conftest import free_port, short_tmpdir, write_params
+from conftest import free_port, start_loopback_cluster, write_params
 
 pytestmark = pytest.mark.slow
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def _node_ports() -> list[str]:
-    """Explicit free ports for one node, so that it cannot clash with another Ray on this machine."""
-    ports = []
-    for flag in ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
-                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port"):
-        ports += [flag, str(free_port())]
-    return ports
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)  # `ray start --block` then stops the processes of its node
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")
 def loopback_cluster():
-    """(address, env) of a head (0 CPUs) and one worker (2 CPUs) on 127.0.0.1; stopped even if a test fails."""
-    import ray
-
-    temp_dir = short_tmpdir("rc")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
-    env.pop("RAY_ADDRESS", None)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
-    head = worker = None
-    logs = [open(Path(temp_dir) / f"{name}.log", "w") for name in ("head", "worker")]
-    try:
-        head = subprocess.Popen([RAY, "start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
-                                 *common, *_node_ports()], env=env, stdout=logs[0], stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            assert head.poll() is None, (Path(temp_dir) / "head.log").read_text()[-2000:]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the head did not start"
-                time.sleep(0.2)
-        worker = subprocess.Popen([RAY, "start", f"--address={address}", "--num-cpus=2", *common, *_node_ports()],
-                                  env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True)
-        os.environ["RAY_AUTH_MODE"] = "disabled"
-        ray.init(address=address, log_to_driver=False)  # wait until the worker has joined
-        try:
-            while sum(n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]) < 2:
-                assert worker.poll() is None and time.monotonic() < deadline, "the worker did not join"
-                time.sleep(0.2)
-            worker_node = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU"))
-        finally:
-            ray.shutdown()
-        yield address, env, worker_node
-    finally:
-        _stop(worker)
-        _stop(head)
-        for f in logs:
-            f.close()
-        leftovers = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
-        for pid in map(int, leftovers):
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        assert not leftovers, f"Ray processes survived the cluster's stop: {leftovers}"
+    """(address, env, worker node id) of a head (0 CPUs) and one worker (2 CPUs) on 127.0.0.1."""
+    with start_loopback_cluster(head_cpus=0, worker_cpus=2) as cluster:
+        yield cluster.address, cluster.env, cluster.worker_node
 
 
 def test_sweep_runs_on_a_cluster_joined_by_address(loopback_cluster, tiny_data, tmp_path):

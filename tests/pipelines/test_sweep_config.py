@@ -222,7 +222,7 @@ def test_trials_train_with_the_sweeps_epochs_and_time_budget():
 
 
 def test_params_file_sweep_sections_validate():
-    assert validate_all() == ["cpu", "paper", "smoke"]
+    assert validate_all() == ["claims", "cpu", "paper", "smoke"]
 
 
 def test_trial_resources_are_checked_against_the_largest_node():

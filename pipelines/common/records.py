@@ -1,0 +1,100 @@
+"""What a finished run records about itself, so that a rerun of its stage can tell it apart from a stale one.
+
+Every run folder (``outputs/train/<task>/<run>/``) holds ``summary.json`` (its entry of the task's metrics.json) and
+``run.json`` with the run's *fingerprint*: a hash of everything its result depends on. A rerun of the stage (after
+a killed driver, ``dvc repro``, or by hand) keeps a finished run whose fingerprint is unchanged and trains the others,
+continuing an interrupted one from its checkpoint when its fingerprint is unchanged too.
+
+The fingerprint covers the run's settings (model, its config, the task and its options, the engine's settings, the
+seed, its torch threads, and for a run bounded by net time also its CPUs and GPUs), the code the train stage
+declares in dvc.yaml (``pipelines``, ``models``, ``tasks``, ``swarmlab``) and the content of the task's data folders:
+so whatever makes DVC rerun the stage also makes the run train again. Scheduling (how many runs at once, which
+node) is not in it: results do not depend on it.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from pipelines.common.paths import REPO_ROOT
+
+CODE_DIRS = ("pipelines", "models", "tasks", "swarmlab")  # the code deps of train@<task> in dvc.yaml
+CODE_SUFFIXES = (".py", ".yaml")
+SUMMARY = "summary.json"  # the run's metrics entry, written inside the run folder before it is renamed into place
+RUN_FILE = "run.json"  # the MLflow run id, model, task, seed and fingerprint
+
+
+def _hash_tree(h, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for path in files:
+        if suffixes and path.suffix not in suffixes:
+            continue
+        if "__pycache__" in path.parts:
+            continue
+        h.update(str(path.relative_to(root.parent)).encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(hashlib.file_digest(f, "sha256").digest())
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """sha256 of the code the train stage depends on (one pass over a few hundred small files: milliseconds)."""
+    h = hashlib.sha256()
+    for name in CODE_DIRS:
+        if (REPO_ROOT / name).is_dir():
+            _hash_tree(h, REPO_ROOT / name, CODE_SUFFIXES)
+    return h.hexdigest()
+
+
+def data_paths(task) -> list[Path]:
+    """The existing folders and files the task's options name (``data_dir``, ``source_dir``, ``source``...)."""
+    paths = []
+    for key, value in asdict(task.options).items():
+        if isinstance(value, str) and value and (key.endswith("dir") or key == "source"):
+            path = task.path(value)
+            if path.exists():
+                paths.append(path)
+    return paths
+
+
+def data_hash(task) -> str:
+    """sha256 of the content of the task's data (none for generated data such as toy_counting's)."""
+    h = hashlib.sha256()
+    for path in data_paths(task):
+        _hash_tree(h, path)
+    return h.hexdigest()
+
+
+def run_fingerprint(*, run, model_cfg, task, train_cfg, threads: int, resources: dict | None, data: str) -> str:
+    """The hash of everything the result of ``run`` depends on (see the module's doc).
+
+    ``resources`` (CPUs, GPUs) count only for a run bounded by net time: how many steps fit depends on them.
+    """
+    ident = {"model": run.model, "seed": run.seed, "model_cfg": asdict(model_cfg), "task": task.name, "key": task.key,
+             "options": asdict(task.options), "train": {**asdict(train_cfg), "num_threads": threads},
+             "resources": resources if train_cfg.time_budget_s else None, "code": code_hash(), "data": data}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def finished_summary(folder: Path, fingerprint: str) -> dict | None:
+    """The recorded metrics entry of the finished run in ``folder`` when its fingerprint is ``fingerprint``."""
+    record = read_json(Path(folder) / RUN_FILE) or {}
+    if record.get("fingerprint") != fingerprint:
+        return None
+    return read_json(Path(folder) / SUMMARY)
+
+
+def same_unfinished(work: Path, fingerprint: str, checkpoint: str) -> bool:
+    """Whether the interrupted run in ``work`` (a ``.run`` folder) has a checkpoint and the same fingerprint."""
+    record = read_json(Path(work) / RUN_FILE) or {}
+    return (Path(work) / checkpoint).is_file() and record.get("fingerprint") == fingerprint
