@@ -11,6 +11,7 @@ model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import sys
@@ -28,6 +29,7 @@ from pipelines.common.runs import (Run, build_model, default_task, evaluate_sett
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
+from swarmlab.report.testsplit import check_reads, read_entry, write_items, write_reads
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
@@ -62,6 +64,7 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     meter, times = task.new_metrics(), []
+    meter.keep_items = True  # per-item test scores for the ledger's intervals (swarmlab.report.testsplit)
     for idx in batches:
         batch = to_device(data.get_batch(idx), device)
         sync(device)
@@ -79,6 +82,7 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
                 task.forward(model, to_device(data.get_batch(idx), device))
         sync(device)
         throughput = len(data) / (time.perf_counter() - t0)
+    meter.batch_times = times
     ordered = sorted(times)
     speed = {
         "latency_ms_mean": 1000 * sum(times) / len(times),
@@ -111,6 +115,7 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
               "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
               "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit()}
     plots = task.report(meter, plots_dir, title=name, name=name)
+    write_items(plots_dir.parent, name, meter, meter.batch_times)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
@@ -130,7 +135,7 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
 
 
 def evaluate(params: dict, task_name: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
-             report_root: Path = REPORTS_DIR, tracking: bool = True) -> dict:
+             report_root: Path = REPORTS_DIR, tracking: bool = True, retest: bool = False) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     runs = task_runs(params, task_name)
@@ -143,10 +148,17 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
     evaluate_settings(params, task_name)
     if tracking:
         check_tracking_uri()
-    with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:  # all of it, or the previous reports
+    folder = report_dir("evaluate", task_name, report_root)
+    reads = check_reads(folder, [read_entry(task=task_name, registered=task.name, options=dataclasses.asdict(task.options),
+                                            model=r.model, overrides=model_overrides(params, task_name, r.model), seed=r.seed,
+                                            train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
+                                            run=r.name, profile=params["profile"], commit=git_commit()) for r in runs],
+                        retest=retest)  # a second look at a test split is refused unless named (--retest)
+    with atomic_dir(folder) as tmp:  # all of it, or the previous reports
         results = {run.name: evaluate_one(task, run, params, plots_dir=tmp / "plots", train_root=train_root,
                                           tracking=tracking) for run in runs}
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_reads(tmp, reads)
     return results
 
 
@@ -155,8 +167,10 @@ def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--retest", action="store_true", help="allow a second read of a test split under other training "
+                        "settings (counted in the report)")
     args = parser.parse_args(argv)
-    evaluate(params_from(args), args.task, tracking=not args.no_tracking)
+    evaluate(params_from(args), args.task, tracking=not args.no_tracking, retest=args.retest)
 
 
 if __name__ == "__main__":
