@@ -155,3 +155,22 @@ def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Dif
     half = float(sps.t.ppf((1 + level) / 2, n - 1)) * se
     p = float(2 * sps.t.sf(abs(mean / se), n - 1))
     return Difference(mean, mean - half, mean + half, p, n, f"paired t-test across {n} matched seeds")
+
+
+def unpaired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES,
+                       level: float = LEVEL, seed: int = SEED) -> Difference:
+    """``metric(a) - metric(b)`` with the two runs' items resampled independently: for runs whose items cannot be
+    paired (rebuilt from counts). Wider than the paired test: it cannot cancel per-item difficulty."""
+    columns, fn = statistic(a, metric)
+    statistic(b, metric)
+    ca, cb = [np.asarray(a[c]) for c in columns], [np.asarray(b[c]) for c in columns]
+    na, nb = len(ca[0]), len(cb[0])
+    ia, ib = _indices(na, resamples, seed), _indices(nb, resamples, seed + 1)
+    if _mean_fn(columns):
+        draws = ca[0][ia].mean(axis=1) - cb[0][ib].mean(axis=1)
+    else:
+        draws = np.array([fn([c[i] for c in ca]) - fn([c[j] for c in cb]) for i, j in zip(ia, ib)])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
+    return Difference(float(fn(ca) - fn(cb)), float(lo), float(hi), float(p), min(na, nb),
+                      f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)")
