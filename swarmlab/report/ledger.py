@@ -174,7 +174,7 @@ class Ledger:
         else:
             met = iv.hi <= v if op == "<=" else iv.hi < v
             excluded = iv.lo > v if op == "<=" else iv.lo >= v
-        ours = f"{fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}]"
+        ours = f"{fmt(iv.value)} (exact)" if iv.lo == iv.hi else f"{fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}]"
         if met:
             verdict, why = SUPPORTED, f"the interval's worse end meets {op} {fmt(v)}"
         elif excluded:
@@ -219,14 +219,16 @@ class Ledger:
         else:  # equal within the margin
             met, opposite = (lo > -margin and hi < margin), (lo > margin or hi < -margin)
         va, vb = (self._mean(ra, metric), self._mean(rb, metric))
-        ours = f"{a} {fmt(va)} vs {b} {fmt(vb)}: Δ {fmt(diff.diff)} [{fmt(lo)}, {fmt(hi)}]"
+        ours = f"{a} {fmt(va)} vs {b} {fmt(vb)}: Δ {fmt(diff.diff)} " + (
+            "(exact)" if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]")
+        shown_p = "exact" if diff.test.startswith("exact") else f"p = {diff.p:.3g}"
         wanted = {"a_higher": f"{a} > {b}", "a_lower": f"{a} < {b}", "a_not_worse": f"{a} ≥ {b} − {margin}",
                   "equal": f"|{a} − {b}| < {margin}"}[direction]
         if met:
-            verdict, why = SUPPORTED, f"the difference's interval shows {wanted} (p = {diff.p:.3g})"
+            verdict, why = SUPPORTED, f"the difference shows {wanted} ({shown_p})"
         elif opposite:
             verdict = self._excluded(c, at_paper, "")
-            why = (f"the difference's interval excludes {wanted} (p = {diff.p:.3g})" +
+            why = (f"the difference excludes {wanted} ({shown_p})" +
                    ("" if at_paper else f"; profile `{self.profile}` is below the paper's budget (`{c.paper_profile}`)"))
         else:
             verdict = INCONCLUSIVE
@@ -296,7 +298,7 @@ class Ledger:
         verdict = SUPPORTED if met else self._excluded(c, self.profile == c.paper_profile, "")
         why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
                f"{'true' if met else 'false'} ({where})")
-        return Row(c, verdict, why, ours=fmt(value), value=value, test="a benchmark measurement (median of its rounds)",
+        return Row(c, verdict, why, ours=fmt(value), value=value, test="one benchmark measurement",
                    budget=f"{d['numerator']['tokens']:,} tokens", stale=self._stale_of(stage) if stage else "",
                    compared=[(label, value, value, value), ("paper", target, target, target)])
 
