@@ -33,7 +33,7 @@ from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
 from swarmlab.report.claims import load_claims
 from swarmlab.report.ledger import Ledger
 from swarmlab.report.provenance import provenance, stale_stages
-from swarmlab.report.render import ledger_blocks
+from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
 from swarmlab.io import atomic_dir, atomic_write_text
 from swarmlab.settings import flatten
@@ -430,6 +430,7 @@ class Report:
                    "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
                    "`python -m pipelines.paper_baselines`)."))
         d.add(*ledger_blocks(self.ledger.rows(self.claims), self.reports, self.figure, self.embed))
+        d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(Heading(3, "What is missing"),
               Bullets([f"`{k}`: " + "; ".join(v) for k, v in self.missing_by_task.items()] + self.missing

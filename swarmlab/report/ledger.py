@@ -162,8 +162,8 @@ class Ledger:
         base = dict(seeds=len(runs), budget=self._budget(runs), provenance=str(runs[0].provenance),
                     stale=self._stale_of(stage_of("evaluate", d["task"])))
         if iv is None:
-            return Row(c, UNTESTABLE, f"`{model}`: {why}", ours=fmt(runs[0].value(d["metric"])) + " (no interval)",
-                       value=runs[0].value(d["metric"]), **base)
+            return Row(c, UNTESTABLE, f"`{model}` recorded {fmt(runs[0].value(d['metric']))} but no interval: {why}",
+                       **base)
         at_paper = self._at_paper_budget(c, [(models_of(d["model"]), model)])
         op, v = d["op"], d["value"]
         if op == "==":
@@ -206,7 +206,7 @@ class Ledger:
         diff, why = self._difference(ra, rb, metric)
         if diff is None:
             va, vb = ra[0].value(metric), rb[0].value(metric)
-            return Row(c, UNTESTABLE, why, ours=f"{a} {fmt(va)} vs {b} {fmt(vb)} (no test)", **base)
+            return Row(c, UNTESTABLE, f"recorded {a} {fmt(va)} vs {b} {fmt(vb)}, but no test: {why}", **base)
         at_paper = self._at_paper_budget(c, [(models_of(d["a"]), a), (models_of(d["b"]), b)])
         direction, margin = d["direction"], d.get("margin", 0.0)
         lo, hi = diff.lo, diff.hi
@@ -298,7 +298,7 @@ class Ledger:
         verdict = SUPPORTED if met else self._excluded(c, self.profile == c.paper_profile, "")
         why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
                f"{'true' if met else 'false'} ({where})")
-        return Row(c, verdict, why, ours=fmt(value), value=value, test="one benchmark measurement",
+        return Row(c, verdict, why, ours=f"{fmt(value)} (one measurement)", value=value, test="one benchmark measurement",
                    budget=f"{d['numerator']['tokens']:,} tokens", stale=self._stale_of(stage) if stage else "",
                    compared=[(label, value, value, value), ("paper", target, target, target)])
 
@@ -348,8 +348,8 @@ class Ledger:
             runs.append(self._point_run(d["grid"], p, d["task"], d["model"], res))
         diff, why = self._difference([runs[0]], [runs[1]], d["metric"])
         if diff is None:
-            return Row(c, UNTESTABLE, why, ours=f"with {fmt(runs[0].value(d['metric']))} vs without "
-                                                f"{fmt(runs[1].value(d['metric']))} (no test)")
+            return Row(c, UNTESTABLE, f"recorded with {fmt(runs[0].value(d['metric']))} vs without "
+                                      f"{fmt(runs[1].value(d['metric']))}, but no test: {why}")
         low, high = d["low"], d["high"]
         at_paper = self.profile == c.paper_profile
         ours = f"Δ {fmt(diff.diff)} [{fmt(diff.lo)}, {fmt(diff.hi)}]"
@@ -389,8 +389,8 @@ class Ledger:
         best_other = max(others, key=lambda k: sign * scored[k].value(metric))
         diff, why = self._difference([scored[best_claimed]], [scored[best_other]], metric)
         if diff is None:
-            return Row(c, UNTESTABLE, why, ours=f"{best_claimed} {fmt(scored[best_claimed].value(metric))} vs "
-                                                f"{best_other} {fmt(scored[best_other].value(metric))} (no test)")
+            return Row(c, UNTESTABLE, f"recorded {best_claimed} {fmt(scored[best_claimed].value(metric))} vs {best_other} "
+                                      f"{fmt(scored[best_other].value(metric))}, but no test: {why}")
         lo, hi = sign * diff.lo, sign * diff.hi
         lo, hi = min(lo, hi), max(lo, hi)
         if lo > 0:

@@ -102,6 +102,32 @@ def reread_lines(reports: Path) -> list[str]:
     return lines
 
 
+STALE_HEADING = "Stale numbers"
+
+
+def stale_blocks(stale: dict) -> list:
+    """Every stage whose dependencies changed since dvc.lock was written (one line each: what changed, what to rerun);
+    tests/swarmlab/report/test_staleness.py checks that the committed report lists exactly these."""
+    if not stale:
+        return [Heading(3, STALE_HEADING), Para("None: every stage's dependencies match dvc.lock.")]
+    return [Heading(3, STALE_HEADING),
+            Para(f"{len(stale)} stages changed since dvc.lock was written; their numbers are the old code's until rerun "
+                 "(`dvc repro`):"),
+            Bullets([f"`{name}`: {s.changed and ', '.join(s.changed) or 'upstream: ' + ', '.join(s.upstream)}"
+                     for name, s in sorted(stale.items())])]
+
+
+def stale_listed(markdown: str) -> set[str]:
+    """The stage names a report lists under its stale heading."""
+    import re
+
+    part = markdown.split(f"### {STALE_HEADING}", 1)
+    if len(part) < 2:
+        return set()
+    section = part[1].split("\n#", 1)[0]
+    return set(re.findall(r"^- `([^`]+)`:", section, flags=re.M))
+
+
 def ledger_blocks(rows: list[Row], reports: Path, figure: Callable[[str, Callable[[Path], Path]], Image | None],
                   embed: Callable[[Path, str], Image]) -> list:
     """The report's opening: heading, ledger table, one paragraph per track, charts, figures, test-split reads."""
