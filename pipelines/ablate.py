@@ -1,7 +1,7 @@
 """Ablation grids (params.yaml `ablations:`), one command each: ``python -m pipelines.ablate --grid <name>``.
 
 A grid names a task, the models to train and the params to vary; its points are every model times every
-combination of the varied values. Each point runs the generic stages (by default ``train`` then
+combination of the varied values, each with the grid's ``set`` values (dotted paths too) applied first. Each point runs the generic stages (by default ``train`` then
 ``evaluate``) as subprocesses in a workspace of its own, ``outputs/ablations/<grid>/<point>/``
 (``SWARMLAB_WORKDIR``), whose ``params.yaml`` is the active profile's resolved params with the point's values
 set, so that nothing in the repo's data/, outputs/ or reports/ is touched. Folders listed under ``reuse``
@@ -32,6 +32,7 @@ import yaml
 
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
+from pipelines.common.runs import task_runs
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 
@@ -92,6 +93,8 @@ def set_dotted(params: dict, dotted: str, value, where: str) -> None:
 
 def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:
     out = copy.deepcopy(params)
+    for dotted, value in (spec.get("set") or {}).items():  # what every point shares (a budget, a length): not in labels
+        set_dotted(out, dotted, value, f"ablations.{grid}.set")
     for dotted, value in point["overrides"].items():
         set_dotted(out, dotted, value, f"ablations.{grid}.vary")
     if point["model"]:
@@ -138,30 +141,30 @@ def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, t
             return {**point, "status": "failed", "failed_stage": stage, "error": " / ".join(tail),
                     "wall_s": round(time.perf_counter() - started, 1)}
     entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": str(side)}
-    models = p["tasks"][task]["models"]
+    runs = [run.name for run in task_runs(p, task)]
     for stage in ("train", "evaluate"):
         f = side / "reports" / stage / task / "metrics.json"
         metrics = json.loads(f.read_text()) if f.is_file() else {}
-        entry[stage] = {m: metrics[m] for m in models if m in metrics}
+        entry[stage] = {r: metrics[r] for r in runs if r in metrics}
     entry["runs"] = {}
-    for model in models:
-        run_file = side / "outputs" / "train" / task / model / "run.json"
+    for run in runs:
+        run_file = side / "outputs" / "train" / task / run / "run.json"
         if run_file.is_file():
-            entry["runs"][model] = json.loads(run_file.read_text()).get("run_id")
+            entry["runs"][run] = json.loads(run_file.read_text()).get("run_id")
     if tracking and any(entry["runs"].values()):
-        _tag_runs(entry["runs"], grid, point, params["seed"])
+        _tag_runs(entry["runs"], grid, point)
     return entry
 
 
-def _tag_runs(runs: dict, grid: str, point: dict, seed: int) -> None:
+def _tag_runs(runs: dict, grid: str, point: dict) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri())
-    for model, run_id in runs.items():
+    for run, run_id in runs.items():
         if run_id:
             client.set_tag(run_id, "ablation_grid", grid)
             client.set_tag(run_id, "ablation_point", point["label"])
-            client.update_run(run_id, name=f"{model}-seed{seed} [{grid} {point['label']}]")
+            client.update_run(run_id, name=f"{run} [{grid} {point['label']}]")
 
 
 def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bool = False, dry_run: bool = False,

@@ -25,7 +25,8 @@ from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, on
                                      sync, to_device)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (Run, build_model, default_task, evaluate_settings, load_best, make_task,
-                                   model_overrides, report_dir, task_runs, train_config, train_dir)
+                                   model_overrides, report_dir, skip_reason, task_runs, train_config, train_dir,
+                                   write_skipped)
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
@@ -138,6 +139,10 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
              report_root: Path = REPORTS_DIR, tracking: bool = True, retest: bool = False) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
+    if skip_reason(params, task_name):
+        with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:
+            (tmp / "plots").mkdir()
+        return write_skipped("evaluate", task_name, skip_reason(params, task_name), report_root=report_root)
     runs = task_runs(params, task_name)
     for run in runs:  # every setting and checkpoint before the first test batch is read
         build_model(run.model, task, model_overrides(params, task_name, run.model))

@@ -1006,7 +1006,7 @@ class Report:
             "python -m pipelines.paper_baselines         # the papers' numbers into MLflow (idempotent)",
             "python -m pipelines.ablate --list           # the ablation grids; then --grid <name>",
             "python -m pipelines.report                  # this report, from whatever exists",
-            "dvc exp show; dvc plots diff                # compare DVC experiments (README, Compare runs)",
+            "dvc exp show; dvc plots diff                # compare DVC experiments (docs/tracking.md, Compare runs)",
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --host 127.0.0.1 --port 5000 --workers 1 \\",
             "    --backend-store-uri sqlite:///$PWD/mlruns.db   # then open http://127.0.0.1:5000/#/experiments"]))]
 

@@ -91,7 +91,7 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise SwarmlabError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}): start one with "
-                            f"`ray start --head` (README: Running on a Ray cluster), or drop --address / RAY_ADDRESS to run locally") from None
+                            f"`ray start --head` (docs/sweeps.md, Running on a Ray cluster), or drop --address / RAY_ADDRESS to run locally") from None
 
 
 def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: str | None = None) -> bool:

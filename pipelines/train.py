@@ -21,7 +21,7 @@ from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (Run, build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   task_runs, train_config, train_dir)
+                                   skip_reason, task_runs, train_config, train_dir, write_skipped)
 from pipelines.common.seeds import set_seeds
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from tasks.base import is_endless
@@ -159,6 +159,9 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     """
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
+    if skip_reason(params, task_name):
+        return write_skipped("train", task_name, skip_reason(params, task_name), report_root=report_root,
+                             folders=(Path(out_root) / task_name, report_dir("train", task_name, report_root) / "history"))
     names = models or model_names(params, task_name)
     cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
     resolve_device(cfg.device)

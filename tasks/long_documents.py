@@ -392,7 +392,7 @@ class Arxiv11Task(LongDocumentTask):
         o = self.options
         if not o.source:
             raise SwarmlabError(f"tasks.{self.key}.options.source is empty: arXiv-11 cannot be downloaded here; set it "
-                                f"to your copy (a folder of <category>/*.txt, or train/test[/val].jsonl; see README)")
+                                f"to your copy (a folder of <category>/*.txt, or train/test[/val].jsonl; see docs/tracks.md)")
         splits = load_arxiv11(self.path(o.source), val_fraction=o.val_fraction, test_fraction=o.test_fraction, seed=seed,
                               encoding_errors=o.encoding_errors)
         if "val" not in splits:  # JSONL without val.jsonl: a stratified share of train

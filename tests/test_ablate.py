@@ -23,7 +23,7 @@ def toy_params(values=(1, 2)) -> dict:
 
 
 def test_the_repo_grids_are_valid_at_every_profile():
-    for profile in ("smoke", "cpu", "paper"):
+    for profile in ("smoke", "cpu", "claims", "paper"):
         params = load_params(profile=profile)
         assert {"t_local", "cluster_size", "enhanced_switches", "augment"} <= set(params["ablations"])
         for grid in params["ablations"]:
@@ -37,6 +37,20 @@ def test_the_repo_grids_are_valid_at_every_profile():
     assert len(grid_points(params, "enhanced_switches")) == 9
     off = point_params(params, params["ablations"]["augment"], grid_points(params, "augment")[1], "augment")
     assert off["augment"]["enabled"] is False and params["augment"]["enabled"] is True
+
+
+def test_a_grid_sets_shared_values_on_every_point_without_naming_them():
+    params = load_params(profile="claims")
+    spec = params["ablations"]["augment"]
+    points = grid_points(params, "augment")
+    assert [p["point"] for p in points] == ["enabled=true", "enabled=false"]  # `set` is not in the names
+    for point, enabled in zip(points, (True, False)):
+        p = point_params(params, spec, point, "augment")
+        imdb = p["tasks"]["imdb"]
+        assert p["augment"]["enabled"] is enabled and imdb["seeds"] == [0, 1, 2]
+        assert (imdb["train"]["max_steps"], imdb["train"]["max_epochs"], imdb["model_overrides"]["seq_len"]) == (2000, 0, 128)
+    with pytest.raises(SwarmlabError, match=r"ablations.g.set: 'seed.x' does not name a params section"):
+        point_params(params, {"set": {"seed.x": 1}}, points[0], "g")
 
 
 def test_a_point_writes_a_params_file_the_stages_accept(tmp_path):
@@ -74,8 +88,8 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     on_disk = json.loads((tmp_path / "reports" / "ablations" / "layers" / "results.json").read_text())
     assert on_disk["monitor"] == "accuracy" and on_disk["command"].startswith("python -m pipelines.ablate --grid layers")
     one, two = on_disk["points"]
-    assert one["train"]["transformer"]["num_params"] < two["train"]["transformer"]["num_params"]
-    assert 0.0 <= two["evaluate"]["transformer"]["test_accuracy"] <= 1.0
+    assert one["train"]["transformer-seed0"]["num_params"] < two["train"]["transformer-seed0"]["num_params"]
+    assert 0.0 <= two["evaluate"]["transformer-seed0"]["test_accuracy"] <= 1.0
     assert (tmp_path / "reports" / "ablations" / "layers" / "history" / "num_layers=2.csv").is_file()
     side = tmp_path / "outputs" / "ablations" / "layers" / "num_layers=2"
     assert yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
@@ -83,7 +97,7 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     from pipelines.common.paths import tracking_uri
 
     client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
-    run = client.get_run(two["runs"]["transformer"])
+    run = client.get_run(two["runs"]["transformer-seed0"])
     assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
     assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
 

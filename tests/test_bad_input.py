@@ -131,7 +131,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-TRAIN_DIR = "outputs/train/imdb/swarmformer_small"
+TRAIN_DIR = "outputs/train/imdb/swarmformer_small-seed0"
 
 # (id, stage, params mutation, extra args, env, file to damage, damage, expected fragment of the one line)
 CASES = [
@@ -274,7 +274,7 @@ def test_a_raised_max_epochs_continues_a_finished_run(good, tmp_path):
     more = setp("train.max_epochs", 2)(copy.deepcopy(params))
     proc = run("train", work, more, "--resume", "--no-tracking")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    metrics = json.loads((work / "reports/train/imdb/metrics.json").read_text())["swarmformer_small"]
+    metrics = json.loads((work / "reports/train/imdb/metrics.json").read_text())["swarmformer_small-seed0"]
     assert metrics["evaluations"] == 2 and metrics["stopped"] == "max_epochs"
     assert not list((work / "outputs/train/imdb").glob(".*"))  # no in-progress folder left
 

@@ -280,9 +280,9 @@ def test_the_stage_commands_run_both_tasks_end_to_end(tmp_path):
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert (tmp_path / "data" / "clustering_direct" / "train.parquet").is_file()
     trained = json.loads((tmp_path / "reports" / "train" / "clustering_direct" / "metrics.json").read_text())
-    assert set(trained) == {"swarm", "set_transformer_isab", "lstm_sorted"}
+    assert set(trained) == {"swarm-seed0", "set_transformer_isab-seed0", "lstm_sorted-seed0"}
     tested = json.loads((tmp_path / "reports" / "evaluate" / "clustering_mog" / "metrics.json").read_text())
-    assert set(tested) == {"swarm", "set_transformer_isab"}
+    assert set(tested) == {"swarm-seed0", "set_transformer_isab-seed0"}
     assert all(m["test_oracle_loglik"] > m["test_loglik"] for m in tested.values())
     run = stage("pipelines.frontier", "--task", "clustering_direct")
     assert run.returncode == 0 and "| swarm | (8-2-1) |" in run.stdout, run.stdout + run.stderr

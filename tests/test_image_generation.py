@@ -278,7 +278,7 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     assert trained["val_bits_per_dim"] == pytest.approx(trained["val_loss"] / math.log(2))
     assert evaluated["test_rows"] == 30 and 0 < evaluated["test_bits_per_dim"] < 9
     assert evaluated["approximate_train_images"] is True and len(evaluated["bits_per_dim_per_class"]) == 10
-    assert (reports / "evaluate" / "mnist" / "plots" / "bits_per_class_swarm_transformer_small.png").is_file()
+    assert (reports / "evaluate" / "mnist" / "plots" / "bits_per_class_swarm_transformer_small-seed0.png").is_file()
     assert sampled["samples"] == 20 and sampled["approximate_train_images"] is True
-    with np.load(reports / "sample" / "mnist" / "swarm_transformer_small" / "samples.npz") as f:
+    with np.load(reports / "sample" / "mnist" / "swarm_transformer_small-seed0" / "samples.npz") as f:
         assert f["images"].shape == (20, 1, 8, 8)

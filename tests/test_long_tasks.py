@@ -393,7 +393,7 @@ def test_data_train_evaluate_end_to_end(tmp_path, key):
     params["tasks"][key]["train"].update(max_epochs=1, max_steps=2, batch_size=8)
     build(params, key, report_root=tmp_path / "reports")
     trained = train(params, key, out_root=tmp_path / "outputs", report_root=tmp_path / "reports", tracking=False)
-    names = model_names(params, key)
+    names = [f"{m}-seed0" for m in model_names(params, key)]
     assert list(trained) == names and all(trained[n]["steps"] == 2 for n in names)
     results = evaluate(params, key, train_root=tmp_path / "outputs", report_root=tmp_path / "reports", tracking=False)
     classes = 2 if key == "lra_text" else 10

@@ -76,3 +76,31 @@ def test_only_the_declared_sections_override_at_the_top_level(tmp_path):
     text = BASE.replace("  train:", "  evaluate: {batch_size: 8}\n  train:")
     with pytest.raises(SwarmlabError, match=r"unknown top-level key\(s\) \['evaluate'\].*set evaluate under defaults"):
         load_params(write(tmp_path, text + "evaluate: {batch_size: 4}\n"))
+
+
+def test_a_profile_may_add_engine_settings_per_model_mappings_and_task_fields(tmp_path):
+    """tasks.<k>.train / model_overrides take keys the defaults' section omits (checked where they are used), a task
+    section takes every TaskSection field (seeds, skip), and a grid's `vary` / `set` are replaced whole."""
+    path = write(tmp_path, """
+profile: a
+paths: {datasets: ../shared/datasets}
+defaults:
+  seed: 0
+  tasks:
+    t: {models: [m], train: {lr: 0.001}, model_overrides: {d: 1}, options: {}}
+  ablations:
+    g: {task: t, vary: {tasks.t.train.lr: [1, 2]}, set: {}}
+profiles:
+  a:
+    tasks: {t: {seeds: [0, 1], skip: why, train: {eval_every: 5, m: {lr: 0.1}}, model_overrides: {m: {d: 2}}}}
+    ablations: {g: {vary: {tasks.t.model_overrides.d: [3]}, set: {tasks.t.seeds: [0]}}}
+  b: {tasks: {t: {bogus: 1}}}
+""")
+    a = load_params(path)
+    t = a["tasks"]["t"]
+    assert t["seeds"] == [0, 1] and t["skip"] == "why"
+    assert t["train"] == {"lr": 0.001, "eval_every": 5, "m": {"lr": 0.1}} and t["model_overrides"] == {"d": 1, "m": {"d": 2}}
+    assert a["ablations"]["g"]["vary"] == {"tasks.t.model_overrides.d": [3]}
+    assert a["ablations"]["g"]["set"] == {"tasks.t.seeds": [0]}
+    with pytest.raises(SwarmlabError, match="unknown key 'tasks.t.bogus'"):
+        load_params(path, "b")

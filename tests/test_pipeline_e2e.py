@@ -47,20 +47,20 @@ def test_smoke_profile_through_dvc(tmp_path):
     for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images),
                   *sorted(long_stages), "paper_baselines", "report"):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
-    evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
+    evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small-seed0"]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
     assert evaluation["latency_ms_p95"] >= evaluation["latency_ms_p50"] > 0 and evaluation["throughput_samples_per_s"] > 0
     assert sum(map(sum, evaluation["confusion_matrix"])) == 400
-    training = json.loads((repo / "reports" / "train" / "imdb" / "metrics.json").read_text())["swarmformer_small"]
+    training = json.loads((repo / "reports" / "train" / "imdb" / "metrics.json").read_text())["swarmformer_small-seed0"]
     assert training["evaluations"] == 2 and training["num_params"] == evaluation["num_params"]
-    assert (repo / "reports" / "train" / "imdb" / "history" / "swarmformer_small.csv").is_file()
-    assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small.png").is_file()
+    assert (repo / "reports" / "train" / "imdb" / "history" / "swarmformer_small-seed0.csv").is_file()
+    assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small-seed0.png").is_file()
     assert (repo / "dvc.lock").is_file()
     for key in ("mnist", "fashion_mnist"):  # the image track (tasks/image_generation.py) at smoke size
-        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small"]
+        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small-seed0"]
         assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
         assert scored["approximate_train_images"] is (key == "mnist")
-        assert (repo / "reports" / "sample" / key / "swarm_transformer_small" / "samples.png").is_file()
+        assert (repo / "reports" / "sample" / key / "swarm_transformer_small-seed0" / "samples.png").is_file()
     report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: the ledger, then our runs beside the papers'
     assert "| `swarmformer_small-seed0` — ours |" in report and "#/experiments/" in report
     assert report.split("\n## ")[1].startswith("Claims ledger")  # the report opens with the ledger
@@ -126,5 +126,5 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert run.data.params["model.d_model"] == "128" and run.data.params["profile"] == "smoke"
     assert run.data.tags["git_commit"] != "unknown" and run.data.tags["num_params"] == "4302850"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"training_curve.png", "params_resolved.yaml", "checkpoint", "confusion_swarmformer_small.png"} <= artifacts
+    assert {"training_curve.png", "params_resolved.yaml", "checkpoint", "confusion_swarmformer_small-seed0.png"} <= artifacts
     assert exp.artifact_location.startswith(tmp_path.as_uri())  # beside the database, not under the cwd

@@ -226,3 +226,22 @@ def test_bad_seeds_are_one_line(seeds, message):
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "seeds": seeds})
     with pytest.raises(SwarmlabError, match=message):
         task_runs(params, "counting")
+
+
+def test_a_profile_may_skip_a_task_and_its_stages_say_why(tmp_path):
+    """`tasks.<task>.skip` makes train and evaluate write the reason as their result (and the outputs DVC expects),
+    and train nothing."""
+    import json
+
+    from pipelines.evaluate import evaluate
+    from pipelines.train import train
+
+    reason = "its comparisons need the `claims` profile"
+    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "skip": reason})
+    kw = dict(report_root=tmp_path / "rep", tracking=False)
+    assert train(params, "counting", out_root=tmp_path / "out", **kw) == {"skipped": reason}
+    assert (tmp_path / "out" / "counting").is_dir() and not any((tmp_path / "out" / "counting").iterdir())
+    assert (tmp_path / "rep" / "train" / "counting" / "history").is_dir()
+    assert evaluate(params, "counting", train_root=tmp_path / "out", **kw) == {"skipped": reason}
+    assert json.loads((tmp_path / "rep" / "evaluate" / "counting" / "metrics.json").read_text()) == {"skipped": reason}
+    assert (tmp_path / "rep" / "evaluate" / "counting" / "plots").is_dir()

@@ -18,14 +18,22 @@ stages an override changes (a top-level section nobody declared would leave stal
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
 from pathlib import Path
 
 import yaml
 
 from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import PARAMS_FILE
+from pipelines.common.sections import TaskSection
 
 TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles"}
+# sections whose keys a profile may add although the defaults' section omits them (engine settings, config fields, one
+# model's own mapping): their schema is TrainConfig or the model's config, checked where they are used
+PER_MODEL_SECTION = re.compile(r"tasks\.[^.]+\.(train|model_overrides)")
+# mappings that a profile replaces whole rather than key by key: an ablation grid's `vary` is a list of dotted paths
+REPLACED_WHOLE = re.compile(r"ablations\.[^.]+\.(vary|set)")
 OVERRIDE_SECTIONS = ("augment", "train")  # top-level sections that override every profile (declared in dvc.yaml)
 
 
@@ -52,15 +60,34 @@ def _merge(schema: dict, override: dict, where: str, source: str) -> dict:
     out = copy.deepcopy(schema)
     for key, value in override.items():
         path = f"{where}.{key}" if where else key
+        if key not in schema and PER_MODEL_SECTION.fullmatch(where):
+            # an engine setting or config field the defaults' section leaves out, or one model's (or a glob's) own
+            # settings: checked where they are used (pipelines.common.runs: train_settings, build_model)
+            out[key] = copy.deepcopy(value)
+            continue
         if key not in schema:
             known = ", ".join(sorted(schema))
             raise SwarmlabError(f"{source}: unknown key {path!r}; known keys here: {known}")
         default = schema[key]
         _check_value(path, default, value, source)
-        if isinstance(default, dict) and default:  # a structured section: recurse
+        if isinstance(default, dict) and default and not REPLACED_WHOLE.fullmatch(path):  # a structured section: recurse
             out[key] = _merge(default, value, path, source)
         else:  # leaf, list or free-form mapping: replaced whole
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def _with_section_fields(defaults: dict) -> dict:
+    """``defaults`` with every task section holding every ``TaskSection`` field (its default where the file omits it),
+    so that a profile may set a task's ``seeds`` or ``skip`` without each section of the defaults spelling them out."""
+    out = copy.deepcopy(defaults)
+    fields = {f.name: f for f in dataclasses.fields(TaskSection)}
+    for section in (out.get("tasks") or {}).values():
+        if isinstance(section, dict):
+            for name, field in fields.items():
+                if name not in section:
+                    section[name] = field.default_factory() if field.default_factory is not dataclasses.MISSING \
+                        else field.default
     return out
 
 
@@ -91,7 +118,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
         raise SwarmlabError(f"{path} has no `profile:` key: add `profile: cpu` (one of {sorted(profiles)}) or pass --profile")
     if not isinstance(name, str) or name not in profiles:
         raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
-    resolved = _merge(defaults, profiles[name] or {}, "", f"{path} (profile {name!r})")
+    resolved = _merge(_with_section_fields(defaults), profiles[name] or {}, "", f"{path} (profile {name!r})")
     resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
     resolved["profile"] = name
     resolved["paths"] = raw.get("paths") or {}

@@ -89,6 +89,26 @@ def task_runs(params: dict, task_name: str, models: list[str] | None = None) -> 
     return [Run(name, s) for name in (models or model_names(params, task_name)) for s in seeds]
 
 
+def skip_reason(params: dict, task_name: str) -> str:
+    """``tasks.<task>.skip``: why the active profile runs no model of the task ("" when it runs them)."""
+    return str(task_section(params, task_name).get("skip") or "")
+
+
+def write_skipped(stage: str, task_name: str, reason: str, *, report_root: Path, folders: tuple[Path, ...] = ()) -> dict:
+    """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
+    why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
+    import json
+
+    from swarmlab.io import atomic_write_text
+
+    result = {"skipped": reason}
+    for folder in folders:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(report_dir(stage, task_name, report_root) / "metrics.json", json.dumps(result, indent=2) + "\n")
+    print(f"{stage} {task_name}: skipped by this profile: {reason}", flush=True)
+    return result
+
+
 def model_names(params: dict, task_name: str) -> list[str]:
     names = list(task_section(params, task_name).get("models") or [])
     if not names:

@@ -58,6 +58,9 @@ class TaskSection:
     options: dict = setting({})  # the task's own settings (its Options dataclass)
     task: str = ""  # the registered task this section runs; "" = the section's own name
     seeds: list[int] = setting([])  # every model trains (and is tested) once per seed; [] = the top-level `seed` alone
+    # Why this profile does not train or test the task ("" = it does): a profile whose budget cannot decide the task's
+    # comparisons says so here, and train@/evaluate@ write that reason as their result instead of noise.
+    skip: str = ""
 
     def __post_init__(self):
         check(self, "tasks.<key>")

@@ -45,7 +45,7 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
             socket.create_connection((host, port), timeout=timeout_s).close()
         except OSError as exc:
             raise SwarmlabError(f"no MLflow server answers at {uri} within {timeout_s:g} s ({exc.strerror or exc}): start "
-                                f"one (README: Tracking), fix MLFLOW_TRACKING_URI, or run with --no-tracking") from None
+                                f"one (docs/tracking.md), fix MLFLOW_TRACKING_URI, or run with --no-tracking") from None
         return uri
     if scheme in DB_SCHEMES or scheme == "databricks":
         return uri
