@@ -30,7 +30,7 @@ from pipelines.common.runs import (Run, build_model, default_task, evaluate_sett
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
-from swarmlab.report.testsplit import check_reads, read_entry, write_items, write_reads
+from swarmlab.report.testsplit import check_reads, load_reads, read_entry, write_items, write_reads
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
@@ -140,8 +140,11 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     if skip_reason(params, task_name):
+        earlier = load_reads(report_dir("evaluate", task_name, report_root))  # the test-read record outlives a skip
         with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:
             (tmp / "plots").mkdir()
+            (tmp / "items").mkdir()
+            write_reads(tmp, earlier)
         return write_skipped("evaluate", task_name, skip_reason(params, task_name), report_root=report_root)
     runs = task_runs(params, task_name)
     for run in runs:  # every setting and checkpoint before the first test batch is read

@@ -108,6 +108,18 @@ class Ledger:
                 return name, runs
         return None, []
 
+    def skipped(self, task: str) -> str:
+        """Why the active profile ran no model of ``task`` (its evaluate result says), or ""."""
+        data = _json(self.reports / "evaluate" / task / "metrics.json")
+        return str(data.get("skipped") or "") if isinstance(data, dict) else ""
+
+    def _no_run(self, task: str, names: str, c: Claim) -> str:
+        reason = self.skipped(task)
+        if reason:
+            return f"profile `{self.profile}` skips `{task}`: {reason}"
+        return (f"no run of {names} on `{task}` at profile `{self.profile}`: add it to tasks.{task}.models (profile "
+                f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{task}`")
+
     def _stale_of(self, stage: str) -> str:
         s = self.stale.get(stage)
         return str(s) if s else ""
@@ -152,9 +164,7 @@ class Ledger:
         d = c.decided_by
         model, runs = self._pick(d["task"], d["model"])
         if not runs:
-            return Row(c, UNTESTABLE, f"no run of {' or '.join(models_of(d['model']))} on `{d['task']}` at profile "
-                                      f"`{self.profile}`: add it to tasks.{d['task']}.models (profile "
-                                      f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{d['task']}`")
+            return Row(c, UNTESTABLE, self._no_run(d["task"], " or ".join(models_of(d["model"])), c))
         if c.requires == "cuda" and not str(runs[0].test.get("device", "")).startswith("cuda"):
             return Row(c, UNTESTABLE, f"needs a GPU: our run measured on `{runs[0].test.get('device', '?')}`",
                        budget=self._budget(runs))
@@ -192,8 +202,7 @@ class Ledger:
         b, rb = self._pick(d["task"], d["b"])
         missing = [" or ".join(models_of(x)) for x, r in ((d["a"], ra), (d["b"], rb)) if not r]
         if missing:
-            return Row(c, UNTESTABLE, f"no run of {', '.join(missing)} on `{d['task']}` at profile `{self.profile}`: add "
-                                      f"it to tasks.{d['task']}.models, `dvc repro evaluate@{d['task']}`")
+            return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c))
         metric = d["metric"]
         seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
         base = dict(seeds=len(seeds), budget=f"{d['protocol']}; " + self._budget(ra),
