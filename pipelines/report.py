@@ -24,6 +24,7 @@ import math
 import re
 from pathlib import Path
 
+from pipelines.common.ablations import grid_points
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
 from pipelines.common.runs import model_overrides
@@ -889,8 +890,6 @@ class Report:
             if spec.get("description"):
                 d.add(Para(spec["description"]))
             if not results:
-                from pipelines.ablate import grid_points
-
                 try:
                     points = [p["label"] for p in grid_points(self.params, name)]
                 except SwarmlabError as exc:
