@@ -167,6 +167,9 @@ def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bo
                 (out_dir / "history").mkdir(parents=True, exist_ok=True)
                 suffix = "" if len(entry.get("train", {})) <= 1 else f"__{csv_file.stem}"
                 shutil.copy(csv_file, out_dir / "history" / f"{point['point']}{suffix}.csv")
+            items = Path(entry["workspace"]) / "reports" / "evaluate" / spec["task"] / "items"  # the ledger's paired tests
+            if items.is_dir():
+                shutil.copytree(items, out_dir / "items" / point["point"], dirs_exist_ok=True)
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
         print(f"[{grid}/{point['point']}] {entry['status']} in {entry['wall_s']} s", flush=True)
     atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")

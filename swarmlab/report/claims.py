@@ -26,7 +26,7 @@ REQUIRES = ("cuda",)
 # decided_by.kind -> (required keys, optional keys)
 KINDS = {
     "threshold": (("task", "model", "metric", "op", "value"), ()),
-    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin",)),
+    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid")),
     "ratio": (("source", "numerator", "op", "value"), ("denominator", "path")),
     "delta": (("grid", "task", "model", "metric", "with", "without", "low", "high", "protocol"), ()),
     "best_of": (("grid", "metric", "mode", "best"), ()),

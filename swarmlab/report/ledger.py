@@ -22,8 +22,8 @@ from pathlib import Path
 from swarmlab.report import stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
-from swarmlab.report.results import RunResult, read_task
-from swarmlab.report.testsplit import ITEMS, read_items
+from swarmlab.report.results import RunResult, read_task, runs_from
+from swarmlab.report.testsplit import ITEMS
 
 SUPPORTED = "supported"
 INCONCLUSIVE = "inconclusive"
@@ -198,8 +198,14 @@ class Ledger:
 
     def _pairwise(self, c: Claim) -> Row:
         d = c.decided_by
-        a, ra = self._pick(d["task"], d["a"])
-        b, rb = self._pick(d["task"], d["b"])
+        if d.get("grid"):  # two points of an ablation grid (their labels)
+            a, b = models_of(d["a"])[0], models_of(d["b"])[0]
+            ra, rb, why = self._grid_pair(d["grid"], a, b)
+            if ra is None:
+                return Row(c, UNTESTABLE, why)
+        else:
+            a, ra = self._pick(d["task"], d["a"])
+            b, rb = self._pick(d["task"], d["b"])
         missing = [" or ".join(models_of(x)) for x, r in ((d["a"], ra), (d["b"], rb)) if not r]
         if missing:
             return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c))
@@ -342,74 +348,93 @@ class Ledger:
     def _ablation(self, grid: str):
         return _json(self.reports / "ablations" / grid / "results.json")
 
+    def _point_runs(self, grid: str, res: dict, label: str, model: str | None = None):
+        """(runs of one finished point, or None, why-not): its evaluate/train entries per seed, with the items the
+        ablate command copied to ``reports/ablations/<grid>/items/<point>/``."""
+        point = next((p for p in res.get("points") or [] if p.get("label") == label), None)
+        if point is None or point.get("status") != "ok":
+            return None, (f"point `{label}` of grid `{grid}` has no result: "
+                          f"`python -m pipelines.ablate --grid {grid} --resume`")
+        runs = runs_from(res.get("task") or "", point.get("evaluate") or {}, point.get("train") or {},
+                         self.reports / "ablations" / grid / ITEMS / point.get("point", ""), self.default_seed)
+        if model:
+            runs = [r for r in runs if r.model == model] or runs
+        return (runs or None), ("" if runs else f"point `{label}` of grid `{grid}` holds no metrics")
+
+    def _grid_pair(self, grid: str, a: str, b: str, model: str | None = None):
+        """Matched-seed runs of two points of an ablation grid: (ra, rb, why-not)."""
+        res = self._ablation(grid)
+        if not res:
+            return None, None, f"the ablation was not run: `python -m pipelines.ablate --grid {grid} --profile claims`"
+        ra, why = self._point_runs(grid, res, a, model)
+        if ra is None:
+            return None, None, why
+        rb, why = self._point_runs(grid, res, b, model)
+        if rb is None:
+            return None, None, why
+        seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
+        if not seeds:
+            return None, None, f"points `{a}` and `{b}` share no seed"
+        return [r for r in ra if r.seed in seeds], [r for r in rb if r.seed in seeds], ""
+
     def _delta(self, c: Claim) -> Row:
         d = c.decided_by
-        res = self._ablation(d["grid"])
-        if not res:
-            return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']}`")
-        points = {p.get("label"): p for p in res.get("points") or []}
-        runs = []
-        for label in (d["with"], d["without"]):
-            p = points.get(label)
-            if not p or p.get("status") != "ok":
-                return Row(c, UNTESTABLE, f"point `{label}` of grid `{d['grid']}` has no result: "
-                                          f"`python -m pipelines.ablate --grid {d['grid']} --resume`")
-            runs.append(self._point_run(d["grid"], p, d["task"], d["model"], res))
-        diff, why = self._difference([runs[0]], [runs[1]], d["metric"])
+        ra, rb, why = self._grid_pair(d["grid"], d["with"], d["without"], d["model"])
+        if ra is None:
+            return Row(c, UNTESTABLE, why)
+        diff, why = self._difference(ra, rb, d["metric"])
         if diff is None:
-            return Row(c, UNTESTABLE, f"recorded with {fmt(runs[0].value(d['metric']))} vs without "
-                                      f"{fmt(runs[1].value(d['metric']))}, but no test: {why}")
+            return Row(c, UNTESTABLE, f"recorded with {fmt(self._mean(ra, d['metric']))} vs without "
+                                      f"{fmt(self._mean(rb, d['metric']))}, but no test: {why}", seeds=len(ra))
         low, high = d["low"], d["high"]
         at_paper = self.profile == c.paper_profile
         ours = f"Δ {fmt(diff.diff)} [{fmt(diff.lo)}, {fmt(diff.hi)}]"
         if diff.lo >= low and diff.hi <= high:
             verdict, why = SUPPORTED, f"the gain's interval lies within [{low}, {high}]"
         elif diff.hi < low or diff.lo > high:
-            verdict, why = self._excluded(c, at_paper, ""), f"the gain's interval lies outside [{low}, {high}]"
+            verdict = self._excluded(c, at_paper, "")
+            why = f"the gain's interval lies outside [{low}, {high}]" + (
+                "" if at_paper else f" (profile `{self.profile}`, below the paper's budget)")
         else:
             verdict, why = INCONCLUSIVE, f"the gain's interval overlaps [{low}, {high}] without lying within it"
-        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=diff.lo, hi=diff.hi, test=diff.test,
-                   budget=d["protocol"], compared=[("with − without", diff.diff, diff.lo, diff.hi)])
-
-    def _point_run(self, grid: str, point: dict, task: str, model: str, res: dict) -> RunResult:
-        ev = (point.get("evaluate") or {}).get(model) or next(iter((point.get("evaluate") or {}).values()), {})
-        tr = (point.get("train") or {}).get(model) or {}
-        seed = int(ev.get("seed", self.default_seed))
-        items = read_items(self.reports / "ablations" / grid / point.get("point", "") / ITEMS / f"{model}-seed{seed}.npz")
-        from swarmlab.report.provenance import provenance
-
-        return RunResult(task, f"{model}-seed{seed}", model, seed, ev, tr, items, False, provenance(ev))
+        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=diff.lo, hi=diff.hi, test=diff.test, seeds=len(ra),
+                   budget=f"{d['protocol']}; " + self._budget(ra), compared=[("with − without", diff.diff, diff.lo, diff.hi)])
 
     def _best_of(self, c: Claim) -> Row:
         d = c.decided_by
         res = self._ablation(d["grid"])
         if not res:
-            return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']}`")
-        task, metric = res.get("task"), d["metric"]
-        ok = [p for p in res.get("points") or [] if p.get("status") == "ok"]
-        runs = {p["label"]: self._point_run(d["grid"], p, task, (p.get("model") or ""), res) for p in ok}
-        scored = {k: r for k, r in runs.items() if r.value(metric) is not None}
+            return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} "
+                                      f"--profile claims`")
+        metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
+        scored = {}
+        for p in res.get("points") or []:
+            runs, _ = self._point_runs(d["grid"], res, p.get("label"))
+            if runs and self._mean(runs, metric) is not None:
+                scored[p["label"]] = runs
         claimed = [k for k in scored if k in d["best"]]
         others = [k for k in scored if k not in d["best"]]
         if not claimed or not others:
             return Row(c, UNTESTABLE, f"grid `{d['grid']}` lacks finished points on both sides of the claim")
-        sign = 1 if d["mode"] == "max" else -1
-        best_claimed = max(claimed, key=lambda k: sign * scored[k].value(metric))
-        best_other = max(others, key=lambda k: sign * scored[k].value(metric))
-        diff, why = self._difference([scored[best_claimed]], [scored[best_other]], metric)
+        best_claimed = max(claimed, key=lambda k: sign * self._mean(scored[k], metric))
+        best_other = max(others, key=lambda k: sign * self._mean(scored[k], metric))
+        ra, rb, why = self._grid_pair(d["grid"], best_claimed, best_other)
+        diff, why = self._difference(ra, rb, metric) if ra else (None, why)
         if diff is None:
-            return Row(c, UNTESTABLE, f"recorded {best_claimed} {fmt(scored[best_claimed].value(metric))} vs {best_other} "
-                                      f"{fmt(scored[best_other].value(metric))}, but no test: {why}")
-        lo, hi = sign * diff.lo, sign * diff.hi
-        lo, hi = min(lo, hi), max(lo, hi)
+            return Row(c, UNTESTABLE, f"recorded {best_claimed} {fmt(self._mean(scored[best_claimed], metric))} vs "
+                                      f"{best_other} {fmt(self._mean(scored[best_other], metric))}, but no test: {why}")
+        lo, hi = sorted((sign * diff.lo, sign * diff.hi))
         if lo > 0:
             verdict, why = SUPPORTED, f"{best_claimed} is significantly better than the best other point, {best_other}"
         elif hi < 0:
-            verdict, why = self._excluded(c, self.profile == c.paper_profile, ""), f"{best_other} is significantly better"
+            verdict = self._excluded(c, self.profile == c.paper_profile, "")
+            why = f"{best_other} is significantly better than every point the paper names"
         else:
-            verdict, why = INCONCLUSIVE, f"{best_claimed} and {best_other} do not differ significantly"
+            verdict, why = INCONCLUSIVE, (f"{best_claimed} and {best_other} (the best point outside the claim) do not "
+                                          f"differ significantly")
         return Row(c, verdict, why, ours=f"{best_claimed} vs {best_other}: Δ {fmt(sign * diff.diff)} [{fmt(lo)}, {fmt(hi)}]",
-                   value=sign * diff.diff, lo=lo, hi=hi, test=diff.test)
+                   value=sign * diff.diff, lo=lo, hi=hi, test=diff.test, seeds=len(ra),
+                   compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)])
 
     def _figure(self, c: Claim) -> Row:
         d = c.decided_by

@@ -61,7 +61,12 @@ def read_task(reports: Path, task: str, default_seed: int = 0) -> list[RunResult
     """Every run of ``task`` that has an evaluate or a train entry, ordered by model then seed."""
     reports = Path(reports)
     ev_dir, tr_dir = reports / "evaluate" / task, reports / "train" / task
-    evaluate, train = _read(ev_dir / "metrics.json"), _read(tr_dir / "metrics.json")
+    return runs_from(task, _read(ev_dir / "metrics.json"), _read(tr_dir / "metrics.json"), ev_dir / ITEMS, default_seed)
+
+
+def runs_from(task: str, evaluate: dict, train: dict, items_dir: Path, default_seed: int = 0) -> list[RunResult]:
+    """The runs of one evaluate and one train metrics mapping (a task's, or an ablation point's), items from
+    ``items_dir``."""
     runs: dict[tuple[str, int], dict] = {}
     for source, data in (("test", evaluate), ("train", train)):
         for key, entry in data.items():
@@ -72,7 +77,7 @@ def read_task(reports: Path, task: str, default_seed: int = 0) -> list[RunResult
     out = []
     for (model, seed), parts in sorted(runs.items()):
         run = f"{model}-seed{seed}"
-        items = read_items(ev_dir / ITEMS / f"{run}.npz")
+        items = read_items(Path(items_dir) / f"{run}.npz")
         reconstructed = False
         if items is None:
             items = _rebuilt(parts["test"])

@@ -133,3 +133,35 @@ def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
     assert row.verdict == SUPPORTED and "rebuilt from the accuracy count" in row.test
     legacy_pair = Ledger(reports, profile="cpu").decide(claim("lp", pair("small", "small")))
     assert "unpaired bootstrap" in legacy_pair.test  # rebuilt items cannot be paired
+
+
+def write_grid(reports: Path, grid: str, points: dict[str, dict[int, float]], model: str = "small"):
+    """An ablation grid's results.json: per point label, per seed, a test accuracy (the claims profile's seeds)."""
+    entries = []
+    for label, seeds in points.items():
+        ev = {f"{model}-seed{s}": {"model": model, "seed": s, "test_accuracy": acc, "num_params": 10} for s, acc in seeds.items()}
+        entries.append({"point": label.replace("=", "_"), "label": label, "status": "ok", "evaluate": ev,
+                        "train": {k: {"model": model, "seed": v["seed"], "steps": 2000} for k, v in ev.items()}})
+    (reports / "ablations" / grid).mkdir(parents=True)
+    (reports / "ablations" / grid / "results.json").write_text(json.dumps({"task": "imdb", "points": entries}))
+
+
+def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
+    reports = tmp_path / "reports"
+    write_grid(reports, "augment", {"enabled=true": {0: 0.80, 1: 0.81, 2: 0.805}, "enabled=false": {0: 0.76, 1: 0.77, 2: 0.768}})
+    write_grid(reports, "t_local", {"t_local=1": {0: 0.70, 1: 0.71}, "t_local=3": {0: 0.75, 1: 0.76}, "t_local=4": {0: 0.74, 1: 0.745}})
+    gain = {"kind": "delta", "grid": "augment", "task": "imdb", "model": "small", "metric": "test_accuracy",
+            "with": "enabled=true", "without": "enabled=false", "low": 0.03, "high": 0.05, "protocol": "equal steps"}
+    row = decide(reports, claim("aug", gain))
+    assert row.verdict == SUPPORTED and row.seeds == 3 and row.test == "paired t-test across 3 matched seeds"
+    assert row.value == pytest.approx(0.039, abs=1e-9)
+    big = decide(reports, claim("aug10", {**gain, "low": 0.10, "high": 0.12}))
+    assert big.verdict == BELOW_BUDGET
+    best = {"kind": "best_of", "grid": "t_local", "metric": "test_accuracy", "mode": "max", "best": ["t_local=3", "t_local=4"]}
+    row = decide(reports, claim("tl", best))
+    assert row.verdict == SUPPORTED and "t_local=3 vs t_local=1" in row.ours
+    missing = decide(reports, claim("cs", {**best, "grid": "cluster_size"}))
+    assert missing.verdict == UNTESTABLE and "--grid cluster_size --profile claims" in missing.why
+    pair_grid = {"kind": "pairwise", "grid": "t_local", "task": "imdb", "a": "t_local=4", "b": "t_local=3",
+                 "metric": "test_accuracy", "direction": "a_not_worse", "margin": 0.001, "protocol": "equal steps"}
+    assert decide(reports, claim("pg", pair_grid)).verdict in (INCONCLUSIVE, BELOW_BUDGET)
