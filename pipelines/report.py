@@ -18,25 +18,28 @@ The output is deterministic: the same inputs give the same bytes (no dates, sort
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
 import re
 from pathlib import Path
 
+import models as model_registry
 from pipelines.common.ablations import grid_points
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
 from pipelines.common.runs import model_overrides
 from swarmlab.document import Bullets, Code, Document, Heading, Image, Para, Table, to_html, to_markdown
 from swarmlab.errors import SwarmlabError, cli
+from swarmlab.io import atomic_dir, atomic_write_text
+from swarmlab.report import stats
 from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, matches
 from swarmlab.report.claims import load_claims
 from swarmlab.report.ledger import Ledger
 from swarmlab.report.provenance import provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
-from swarmlab.io import atomic_dir, atomic_write_text
 from swarmlab.settings import flatten
 
 # --------------------------------------------------------------------------------------------------- data
@@ -279,8 +282,10 @@ class TaskData:
         train_dir, eval_dir = reports / "train" / key, reports / "evaluate" / key
         if not (train_dir / "metrics.json").is_file() and key == params.get("task") and _legacy(reports):
             train_dir, eval_dir, self.legacy = reports / "train", reports / "evaluate", True
-        self.train = read_json(train_dir / "metrics.json") or {}
-        self.evaluate = read_json(eval_dir / "metrics.json") or {}
+        train, evaluate = read_json(train_dir / "metrics.json") or {}, read_json(eval_dir / "metrics.json") or {}
+        self.skipped = str(evaluate.get("skipped") or train.get("skipped") or "")  # a profile that skips the task says why
+        self.train = {k: v for k, v in train.items() if isinstance(v, dict)}
+        self.evaluate = {k: v for k, v in evaluate.items() if isinstance(v, dict)}
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
         self.eval_plots = sorted((eval_dir / "plots").glob("*.png"))
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
@@ -459,9 +464,11 @@ class Report:
                 notes.append(f"no `tasks.{k}` section in params.yaml on this branch (its track has not landed)")
             if t.registry_note:
                 notes.append(t.registry_note)
-            if not t.train:
+            if t.skipped:
+                notes.append(f"skipped by profile `{self.params.get('profile')}`: {t.skipped}")
+            elif not t.train:
                 notes.append(f"no `reports/train/{k}/metrics.json` (`dvc repro train@{k}`)")
-            if not t.evaluate:
+            if not t.evaluate and not t.skipped:
                 notes.append(f"no `reports/evaluate/{k}/metrics.json` (`dvc repro evaluate@{k}`)")
             if t.legacy:
                 notes.append(f"read from the layout before per-task folders (`reports/train/metrics.json`, "
@@ -540,10 +547,6 @@ class Report:
         key = (task, model)
         if key not in self._configs:
             try:
-                import dataclasses
-
-                import models as model_registry
-
                 built = model_registry.create_model(model, **model_overrides(self.params, task, model))
                 self._configs[key] = dataclasses.asdict(built.cfg)
             except Exception:  # an unregistered model or a refused config: no match can be claimed
@@ -569,8 +572,6 @@ class Report:
 
     def our_interval(self, task: str, key: str, metric: str):
         """(value, Interval or None) of one run's metric; an interval for test metrics with per-item scores."""
-        from swarmlab.report import stats
-
         r = self.result_of(task, key)
         if r is None:
             return self.tasks[task].value(key, metric), None
@@ -639,8 +640,6 @@ class Report:
               Para("Every model run on a task, at that task's settings of the active profile: the same data, the same "
                    "engine, the same budget (the `stopped` column says which limit ended each run). Side runs (below "
                    "each table) used the same settings unless their README says otherwise."))
-        import models as model_registry
-
         for k in self.keys:
             t = self.tasks[k]
             if not t.models and not self._side_rows(k):
@@ -670,7 +669,7 @@ class Report:
                 d.add(Para(f"Side runs of `{k}` (not DVC outputs; their README gives the exact commands and settings):"),
                       Table(["model", "parameters", f"val {mon}", f"test {mon}", "train samples/s", "side run"], side, "lrrrrl"))
             if t.kind:
-                fitting = [m for m in model_registry.list_models(kind=t.kind) if m not in t.models]
+                fitting = [m for m in model_registry.list_models(kind=t.kind) if m not in {t.model_of(k) for k in t.models}]
                 if fitting:
                     d.add(Para(f"Registered `{t.kind}` models not run on `{k}` in the pipeline: "
                                + ", ".join(f"`{m}`" for m in fitting) + "."))

@@ -250,3 +250,16 @@ def test_the_budget_line_names_per_model_training_settings(tmp_path):
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     line = next(x for x in (reports / "REPORT.md").read_text().splitlines() if x.startswith("Budget") and "`transformer`" in x)
     assert line.rstrip(".").endswith("`transformer`: lr 0.0001")
+
+
+def test_a_task_the_profile_skips_is_reported_with_its_reason(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    for stage in ("train", "evaluate"):
+        (reports / stage / "listops").mkdir(parents=True)
+        (reports / stage / "listops" / "metrics.json").write_text(json.dumps({"skipped": "needs the `claims` profile"}))
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    assert "`listops`: skipped by profile `smoke`: needs the `claims` profile" in md
+    row = next(r for r in md.splitlines() if r.startswith("| `s002-beats-longformer-listops`"))
+    assert "**not testable here**" in row and "profile `smoke` skips `listops`: needs the `claims` profile" in row

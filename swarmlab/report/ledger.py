@@ -98,7 +98,9 @@ class Ledger:
     def _at_paper_budget(self, claim: Claim, models_used: list[tuple[list[str], str]]) -> bool:
         return self.profile == claim.paper_profile and all(m == names[0] for names, m in models_used)
 
-    def _excluded(self, claim: Claim, at_paper: bool, why: str) -> str:
+    @staticmethod
+    def _excluded(at_paper: bool) -> str:
+        """The verdict of a claim its interval excludes: contradicted only at the paper's budget."""
         return CONTRADICTED if at_paper else BELOW_BUDGET
 
     def _pick(self, task: str, names) -> tuple[str | None, list[RunResult]]:
@@ -188,7 +190,7 @@ class Ledger:
         if met:
             verdict, why = SUPPORTED, f"the interval's worse end meets {op} {fmt(v)}"
         elif excluded:
-            verdict = self._excluded(c, at_paper, "")
+            verdict = self._excluded(at_paper)
             why = f"the interval excludes {op} {fmt(v)}" + ("" if at_paper else f" (`{model}` at profile `{self.profile}`, "
                                                                                  f"below the paper's budget: `{c.paper_profile}`)")
         else:
@@ -242,7 +244,7 @@ class Ledger:
         if met:
             verdict, why = SUPPORTED, f"the difference shows {wanted} ({shown_p})"
         elif opposite:
-            verdict = self._excluded(c, at_paper, "")
+            verdict = self._excluded(at_paper)
             why = (f"the difference excludes {wanted} ({shown_p})" +
                    ("" if at_paper else f"; profile `{self.profile}` is below the paper's budget (`{c.paper_profile}`)"))
         else:
@@ -310,7 +312,7 @@ class Ledger:
         label = (f"{d['numerator']['model']} / {d['denominator']['model']}" if d.get("denominator")
                  else d["numerator"]["model"])
         where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
-        verdict = SUPPORTED if met else self._excluded(c, self.profile == c.paper_profile, "")
+        verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
         why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
                f"{'true' if met else 'false'} ({where})")
         return Row(c, verdict, why, ours=f"{fmt(value)} (one measurement)", value=value, test="one benchmark measurement",
@@ -392,7 +394,7 @@ class Ledger:
         if diff.lo >= low and diff.hi <= high:
             verdict, why = SUPPORTED, f"the gain's interval lies within [{low}, {high}]"
         elif diff.hi < low or diff.lo > high:
-            verdict = self._excluded(c, at_paper, "")
+            verdict = self._excluded(at_paper)
             why = f"the gain's interval lies outside [{low}, {high}]" + (
                 "" if at_paper else f" (profile `{self.profile}`, below the paper's budget)")
         else:
@@ -427,7 +429,7 @@ class Ledger:
         if lo > 0:
             verdict, why = SUPPORTED, f"{best_claimed} is significantly better than the best other point, {best_other}"
         elif hi < 0:
-            verdict = self._excluded(c, self.profile == c.paper_profile, "")
+            verdict = self._excluded(self.profile == c.paper_profile)
             why = f"{best_other} is significantly better than every point the paper names"
         else:
             verdict, why = INCONCLUSIVE, (f"{best_claimed} and {best_other} (the best point outside the claim) do not "

@@ -7,6 +7,7 @@ reasons). ``TRACKS`` only names the tracks.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -119,8 +120,6 @@ def stale_blocks(stale: dict) -> list:
 
 def stale_listed(markdown: str) -> set[str]:
     """The stage names a report lists under its stale heading."""
-    import re
-
     part = markdown.split(f"### {STALE_HEADING}", 1)
     if len(part) < 2:
         return set()
