@@ -379,7 +379,8 @@ class Report:
         run_id = t.run_files.get(model, {}).get("run_id")
         run = self.ml.get(run_id) if run_id else None
         if run is None:
-            run, _ = self.ml.latest(t.key, f"{model}-seed{self.params.get('seed', 0)}")
+            name = model if re.search(r"-seed\d+$", model) else f"{model}-seed{self.params.get('seed', 0)}"  # runs, or old keys
+            run, _ = self.ml.latest(t.key, name)
         return run, run_id
 
     def provenance(self, t: TaskData, model: str) -> str:

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One piece of the `claims` profile (params.yaml: each seed claim's decisive experiment at a CPU scale), run in a
+# work folder of its own so that the default profile's results stay in place, and kept where the ledger reads it:
+#
+#   bash scripts/claims.sh task <task> [<task>...]   data, train, evaluate (and sample, for a generative task)
+#   bash scripts/claims.sh grid <grid> [<grid>...]   an ablation grid (python -m pipelines.ablate --resume)
+#   bash scripts/claims.sh --profile smoke task ...  the same at another profile (a quick check of the script)
+#
+# Work folder: outputs/claims (SWARMLAB_WORKDIR; its data is built at the claims profile's options). Results:
+# reports/claims/<stage>/<task>/ and reports/claims/ablations/<grid>/ (committed; the report's ledger reads them).
+# A killed piece resumes: train and the grids pick up their unfinished runs (--resume).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
+WORK="$PWD/outputs/claims"
+KEEP="$PWD/reports/claims"
+PROFILE=claims
+if [ "${1:-}" = --profile ]; then PROFILE=${2:?--profile needs a name}; shift 2; fi
+mode=${1:-}
+shift || true
+if [ "$mode" != task ] && [ "$mode" != grid ] || [ $# -eq 0 ]; then
+  echo "error: usage: bash scripts/claims.sh task <task>... | grid <grid>..." >&2
+  exit 2
+fi
+mkdir -p "$WORK" "$KEEP"
+export SWARMLAB_WORKDIR="$WORK"
+stage() { echo "[claims] python -m pipelines.$*" >&2; python -m "pipelines.$1" "${@:2}" --profile "$PROFILE"; }
+keep() {  # copy one stage's reports of the work folder into reports/claims, replacing the previous copy
+  local src="$WORK/reports/$1" dst="$KEEP/$1"
+  [ -e "$src" ] || return 0
+  rm -rf "$dst.tmp" && mkdir -p "$(dirname "$dst")" && cp -r "$src" "$dst.tmp" && rm -rf "$dst" && mv "$dst.tmp" "$dst"
+}
+# IMDB's stages first when their data is missing: the imdb task reads data/tokenized, LRA Text reads data/prepared
+if [ ! -d "$WORK/data/tokenized" ]; then
+  stage prepare
+  stage augment
+  stage tokenize
+fi
+for name in "$@"; do
+  if [ "$mode" = grid ]; then
+    stage ablate --grid "$name" --resume
+    keep "ablations/$name"
+    continue
+  fi
+  # the generic data stage, for the tasks that have one (Task.build_data): the IMDB task's data came from above
+  if python - "$name" "$PROFILE" <<'EOF'
+import sys
+from pipelines.common.params import load_params
+from pipelines.common.runs import make_task
+from tasks.base import Task
+task = make_task(load_params(profile=sys.argv[2]), sys.argv[1])
+sys.exit(0 if type(task).build_data is not Task.build_data and not task.data_dir.is_dir() else 1)
+EOF
+  then
+    stage data --task "$name"
+  fi
+  stage train --task "$name" --resume
+  stage evaluate --task "$name"
+  if python -c "import sys; from pipelines.common.params import load_params; from pipelines.common.runs import make_task; \
+from tasks.base import Task; sys.exit(0 if type(make_task(load_params(profile=sys.argv[2]), sys.argv[1])).sample is not Task.sample else 1)" "$name" "$PROFILE"; then
+    stage sample --task "$name"
+    keep "sample/$name"
+  fi
+  for what in data train evaluate; do keep "$what/$name"; done
+done
+echo "[claims] results in $KEEP" >&2
