@@ -36,7 +36,7 @@ from swarmlab.io import atomic_dir, atomic_write_text
 from swarmlab.report import stats
 from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, matches
 from swarmlab.report.claims import load_claims
-from swarmlab.report.ledger import Ledger
+from swarmlab.report.ledger import Ledger, decide_across
 from swarmlab.report.provenance import provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
@@ -368,7 +368,10 @@ class Report:
         root = self.reports.parent  # the work folder whose dvc.lock wrote these reports
         self.stale = stale_stages(root) if (root / "dvc.lock").is_file() else {}
         self.claims = load_claims()
-        self.ledger = Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)
+        self.ledgers = [Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)]
+        if (self.reports / "claims").is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
+            self.ledgers.insert(0, Ledger(self.reports / "claims", profile="claims", default_seed=seed,
+                                          source="reports/claims (scripts/claims.sh)", root=self.reports))
 
     # ---------------------------------------------------------------------------------------- helpers
     def _paper_runs(self) -> dict:
@@ -436,7 +439,7 @@ class Report:
                    "names the MLflow run that produced it, the git commit and the command. Paper numbers come from "
                    "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
                    "`python -m pipelines.paper_baselines`)."))
-        d.add(*ledger_blocks(self.ledger.rows(self.claims), self.reports, self.figure, self.embed))
+        d.add(*ledger_blocks([decide_across(c, self.ledgers) for c in self.claims], self.reports, self.figure, self.embed))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(Heading(3, "What is missing"),

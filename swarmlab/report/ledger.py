@@ -54,6 +54,8 @@ class Row:
     provenance: str = ""
     stale: str = ""  # the staleness line of the number's stage, "" when current
     figures: list[str] = dataclasses.field(default_factory=list)
+    found: bool = True  # False: no run, grid or figure of the claim's kind in this ledger's reports
+    source: str = ""  # where the numbers were read, when not the pipeline's reports/
     compared: list[tuple[str, float, float, float]] = dataclasses.field(default_factory=list)  # (label, v, lo, hi)
 
 
@@ -75,8 +77,11 @@ def _bare(metric: str) -> str:
 class Ledger:
     """Decides every claim against the metrics under ``reports``."""
 
-    def __init__(self, reports: Path, *, profile: str, default_seed: int = 0, stale: dict[str, Staleness] | None = None):
+    def __init__(self, reports: Path, *, profile: str, default_seed: int = 0, stale: dict[str, Staleness] | None = None,
+                 source: str = "", root: Path | None = None):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
+        self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
+        self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)
         self.stale = stale or {}
         self._tasks: dict[str, list[RunResult]] = {}
 
@@ -166,7 +171,7 @@ class Ledger:
         d = c.decided_by
         model, runs = self._pick(d["task"], d["model"])
         if not runs:
-            return Row(c, UNTESTABLE, self._no_run(d["task"], " or ".join(models_of(d["model"])), c))
+            return Row(c, UNTESTABLE, self._no_run(d["task"], " or ".join(models_of(d["model"])), c), found=False)
         if c.requires == "cuda" and not str(runs[0].test.get("device", "")).startswith("cuda"):
             return Row(c, UNTESTABLE, f"needs a GPU: our run measured on `{runs[0].test.get('device', '?')}`",
                        budget=self._budget(runs))
@@ -204,13 +209,13 @@ class Ledger:
             a, b = models_of(d["a"])[0], models_of(d["b"])[0]
             ra, rb, why = self._grid_pair(d["grid"], a, b)
             if ra is None:
-                return Row(c, UNTESTABLE, why)
+                return Row(c, UNTESTABLE, why, found=False)
         else:
             a, ra = self._pick(d["task"], d["a"])
             b, rb = self._pick(d["task"], d["b"])
         missing = [" or ".join(models_of(x)) for x, r in ((d["a"], ra), (d["b"], rb)) if not r]
         if missing:
-            return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c))
+            return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c), found=False)
         metric = d["metric"]
         seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
         base = dict(seeds=len(seeds), budget=f"{d['protocol']}; " + self._budget(ra),
@@ -305,7 +310,8 @@ class Ledger:
         den, why2 = self._measure(d, d["denominator"]) if d.get("denominator") else (1.0, "")
         stage = "memory_scaling" if d["source"] == "memory_scaling" else ""
         if num is None or den is None:
-            return Row(c, UNTESTABLE, why or why2, stale=self._stale_of(stage) if stage else "")
+            return Row(c, UNTESTABLE, why or why2, stale=self._stale_of(stage) if stage else "",
+                       found=not (why or why2).startswith("no "))
         value, op, target = num / den, d["op"], d["value"]
         met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target,
                "==": value == target}[op]
@@ -383,7 +389,7 @@ class Ledger:
         d = c.decided_by
         ra, rb, why = self._grid_pair(d["grid"], d["with"], d["without"], d["model"])
         if ra is None:
-            return Row(c, UNTESTABLE, why)
+            return Row(c, UNTESTABLE, why, found=False)
         diff, why = self._difference(ra, rb, d["metric"])
         if diff is None:
             return Row(c, UNTESTABLE, f"recorded with {fmt(self._mean(ra, d['metric']))} vs without "
@@ -407,7 +413,7 @@ class Ledger:
         res = self._ablation(d["grid"])
         if not res:
             return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} "
-                                      f"--profile claims`")
+                                      f"--profile claims`", found=False)
         metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
         scored = {}
         for p in res.get("points") or []:
@@ -442,9 +448,9 @@ class Ledger:
         d = c.decided_by
         found = sorted(self.reports.glob(d["glob"]))
         if not found:
-            return Row(c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`")
+            return Row(c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`", found=False)
         return Row(c, SHOWN, "a judgement by eye: the grid is shown below the ledger",
-                   figures=[p.relative_to(self.reports).as_posix() for p in found],
+                   figures=[p.relative_to(self.root).as_posix() for p in found],
                    stale=self._stale_of(stage_of("sample", d["task"])))
 
     def _untestable(self, c: Claim) -> Row:
@@ -474,3 +480,19 @@ def _md_rows(text: str):
             continue
         else:
             yield header, cells
+
+
+def decide_across(claim: Claim, ledgers: list[Ledger]) -> Row:
+    """The claim decided by the first ledger (in order of preference: the larger budget first) that has its runs;
+    when none has, the last ledger's row, naming what each would need."""
+    missing = []
+    for ledger in ledgers:
+        row = ledger.decide(claim)
+        if row.found:
+            row.source = ledger.source
+            return row
+        missing.append(row)
+    row = missing[-1]
+    if len(missing) > 1:
+        row.why += " · " + "; ".join(f"{ledger.source}: {r.why}" for ledger, r in zip(ledgers[:-1], missing[:-1]))
+    return row

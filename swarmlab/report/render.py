@@ -43,8 +43,9 @@ def ledger_table(rows: list[Row]) -> Table:
         words = c.words if len(c.words) <= 90 else c.words[:87] + "…"
         why = r.why + (f" · {r.test}" if r.test else "")
         body.append([f"`{c.id}` ({c.seed} {c.section})", f"“{words}”", paper_cell(r), r.ours,
-                     str(r.seeds) if r.seeds else "—", r.budget or "—", f"`{r.profile}`", f"**{r.verdict}**", why,
-                     ("**stale**: " + r.stale) if r.stale else "current"])
+                     str(r.seeds) if r.seeds else "—", r.budget or "—",
+                     f"`{r.profile}`" + (f" from {r.source}" if r.source else ""), f"**{r.verdict}**", why,
+                     ("**stale**: " + r.stale) if r.stale else ("not in dvc.lock" if r.source else "current")])
     return Table(HEADER, body, "llllrlllll")
 
 

@@ -165,3 +165,17 @@ def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
     pair_grid = {"kind": "pairwise", "grid": "t_local", "task": "imdb", "a": "t_local=4", "b": "t_local=3",
                  "metric": "test_accuracy", "direction": "a_not_worse", "margin": 0.001, "protocol": "equal steps"}
     assert decide(reports, claim("pg", pair_grid)).verdict in (INCONCLUSIVE, BELOW_BUDGET)
+
+
+def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(reports):
+    from swarmlab.report.ledger import decide_across
+
+    claims_dir = reports / "claims"
+    write_task(claims_dir, "t", {"small": {0: correct(1000, 900), 1: correct(1000, 905, seed=1)}})
+    ledgers = [Ledger(claims_dir, profile="claims", source="reports/claims", root=reports), Ledger(reports, profile="cpu")]
+    row = decide_across(claim("acc", threshold(0.85), paper_profile="claims"), ledgers)
+    assert row.profile == "claims" and row.source == "reports/claims" and row.seeds == 2 and row.verdict == SUPPORTED
+    gain = decide_across(claim("gain", pair("good", "base", task="p")), ledgers)  # only the pipeline ran task p
+    assert gain.profile == "cpu" and gain.source == "" and gain.verdict == SUPPORTED
+    none = decide_across(claim("none", threshold(0.5, model="big")), ledgers)
+    assert none.verdict == UNTESTABLE and "reports/claims: no run of big" in none.why
