@@ -123,16 +123,15 @@ def _trim_heap() -> None:
 def predicted_quadratic_bytes(model, batch_size: int, tokens: int) -> int | None:
     """Bytes of the N^2-sized tensors alive at once in ``model``'s forward; None when it builds none.
 
-    A model may state its own with ``predicted_attention_bytes(batch_size, seq_len)``. Known cases:
-    full attention with ``attn_impl="dense"`` keeps the scores and their softmax, 2*B*H*N^2 float32;
-    the reference SwarmFormer (no ``fast`` path) keeps the same two (B, C, C) matrices, C = N / S.
+    A model may state its own with ``predicted_attention_bytes(batch_size, seq_len)``: full attention with
+    materialised scores (``transformer_dense``) keeps the scores and their softmax, 2*B*H*N^2 float32
+    (models/transformer.py). Known here: the reference SwarmFormer (no ``fast`` path) keeps the same two
+    (B, C, C) matrices, C = N / S.
     """
     own = getattr(model, "predicted_attention_bytes", None)
     if callable(own):
         return own(batch_size, tokens)
     cfg = model.cfg
-    if getattr(cfg, "attn_impl", None) == "dense":
-        return 2 * batch_size * cfg.num_heads * tokens**2 * 4
     from models.swarmformer import SwarmFormer
 
     if isinstance(model, SwarmFormer) and not getattr(cfg, "fast", False):
@@ -271,7 +270,37 @@ def check_goals(points: list[dict], goals: dict) -> dict:
     else:
         ratio = b["time_s"] / a["time_s"]
         speed.update(model_time_s=a["time_s"], baseline_time_s=b["time_s"], ratio=ratio, met=ratio >= goals["speed_ratio"])
-    return {"memory": mem, "speed": speed}
+    return {"memory": mem, "speed": speed, "baselines": baseline_comparison(points, goals, goals["memory_tokens"])}
+
+
+def point_memory(p: dict | None) -> tuple[int | None, str | None]:
+    """(bytes, "measured" | "predicted") of a point: its measured increment, else the predicted size of its N^2
+    tensors (a lower bound of what it would need: the rest of the forward is not counted); (None, None) if neither."""
+    if p is None:
+        return None, None
+    if p["status"] == "ok":
+        return p["increment_bytes"], "measured"
+    if p.get("predicted_bytes") is not None:
+        return p["predicted_bytes"], "predicted"
+    return None, None
+
+
+def baseline_comparison(points: list[dict], goals: dict, tokens: int) -> dict:
+    """Memory of every ``goals.memory_baselines`` model against ``goals.model`` at ``tokens``, each measured or
+    predicted (marked), as a ratio baseline / model; beside the seed's own ratio (its full attention over its
+    SwarmFormer at 100k tokens)."""
+    label = ModelSpec.parse(goals["model"]).label
+    model_bytes, model_kind = point_memory(_point(points, label, tokens))
+    rows = []
+    for spec in goals.get("memory_baselines", []):
+        base = ModelSpec.parse(spec).label
+        b, kind = point_memory(_point(points, base, tokens))
+        rows.append({"baseline": base, "gb": b / GB if b is not None else None, "kind": kind,
+                     "ratio": b / model_bytes if b is not None and model_bytes else None})
+    seed_base, seed_model = goals.get("seed_baseline_memory_gb"), goals.get("seed_memory_gb")
+    return {"model": label, "tokens": tokens, "model_gb": model_bytes / GB if model_bytes is not None else None,
+            "model_kind": model_kind, "baselines": rows, "seed_baseline_gb": seed_base, "seed_model_gb": seed_model,
+            "seed_ratio": seed_base / seed_model if seed_base and seed_model else None}
 
 
 def validate(cfg: dict) -> list[ModelSpec]:
@@ -391,6 +420,40 @@ def markdown_table(result: dict) -> str:
         exps = [f"{f[k]:.2f}" if f[k] is not None else "-" for k in ("memory_exponent", "time_exponent")]
         cells = [_cell(_point(points, label, n), cfg["timeout_s"]) for n in tokens]
         lines.append(f"| {label} | " + " | ".join(cells + exps) + " |")
+    return "\n".join(lines) + "\n" + baselines_table(result)
+
+
+def _ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.1f}x" if r < 10 else f"{r:.0f}x"
+
+
+def _mem_cell(gb: float | None, kind: str | None) -> str:
+    if gb is None:
+        return "-"
+    text = _fmt_bytes(gb * GB)
+    return text if kind == "measured" else f">= {text} (predicted, not run)"
+
+
+def baselines_table(result: dict) -> str:
+    """Full-attention baselines against ``goals.model`` at every N: memory (measured or predicted) and the ratio."""
+    goals = result["config"]["goals"]
+    if not goals.get("memory_baselines"):
+        return ""
+    tokens = sorted({p["tokens"] for p in result["points"]})
+    rows = [baseline_comparison(result["points"], goals, n) for n in tokens]
+    names = [r["baseline"] for r in rows[0]["baselines"]]
+    head = f"| N | {rows[0]['model']} | " + " | ".join(f"{n} | ratio" for n in names) + " |"
+    lines = ["", f"Full attention against {rows[0]['model']}: forward memory increment, measured where run, else the "
+             "predicted size of the N^2 tensors (a lower bound); ratio = baseline / SwarmFormer.", "", head,
+             "|---:|" + "---:|" * (1 + 2 * len(names))]
+    for r in rows:
+        cells = [_mem_cell(r["model_gb"], r["model_kind"])]
+        for b in r["baselines"]:
+            cells += [_mem_cell(b["gb"], b["kind"]), _ratio(b["ratio"])]
+        lines.append(f"| {r['tokens']} | " + " | ".join(cells) + " |")
+    if rows[0]["seed_ratio"] is not None:
+        lines.append(f"\nSeed 000 at N=100000: full attention {rows[0]['seed_baseline_gb']} GB / SwarmFormer "
+                     f"{rows[0]['seed_model_gb']} GB = {rows[0]['seed_ratio']:.0f}x.")
     return "\n".join(lines) + "\n"
 
 
@@ -403,7 +466,15 @@ def goals_text(goals: dict) -> str:
     spd = (f"speed: {s['baseline']} / {s['model']} at N={s['tokens']}: "
            + (f"{s['ratio']:.1f}x" if s["ratio"] is not None else "-")
            + f" vs goal >= {s['min_ratio']}x: {verdict[s['met']]}")
-    return mem + "\n" + spd + "\n"
+    lines = [mem, spd]
+    c = goals.get("baselines") or {}
+    for b in c.get("baselines", []):
+        lines.append(f"memory vs full attention at N={c['tokens']}: {b['baseline']} {_mem_cell(b['gb'], b['kind'])} / "
+                     f"{c['model']} {_mem_cell(c['model_gb'], c['model_kind'])} = "
+                     + _ratio(b["ratio"])
+                     + (f" (seed 000: {c['seed_baseline_gb']} / {c['seed_model_gb']} GB = {c['seed_ratio']:.0f}x)"
+                        if c.get("seed_ratio") else ""))
+    return "\n".join(lines) + "\n"
 
 
 def plot(result: dict, path: Path) -> None:

@@ -42,7 +42,11 @@ Two paths compute the same function (``fast`` in the config; the state dict is t
     (tanh(x) = 2 sigmoid(2x) - 1: torch's CPU tanh costs ~3.5x its sigmoid), saves only the activated
     gates and c per iteration (h and tanh(c) are recomputed in the backward), and runs the backward with
     fused ``sigmoid_backward`` / ``tanh_backward`` kernels into reused buffers. Under autocast the
-    recurrence runs in fp32.
+    recurrence runs in fp32. Whole sets go through all iterations in blocks of about ``block_rows`` rows of
+    (B*N) (issue 19): pooling never crosses sets, so a block is the same computation on fewer rows, and its
+    (rows, 4H) gates stay in cache across the ~20 elementwise passes of an iteration instead of streaming
+    from memory for each (benchmarks/set_step_bound.py: 1.05-1.25x per train step at N=100, 1.2-1.45x at N=550, one
+    thread; with two threads the ~10x more ops measured 0.4-0.6x, so the blocks are used with one thread only).
 """
 from __future__ import annotations
 
@@ -76,6 +80,12 @@ class SwarmConfig:
     head_width: int = 128  # §4.2 (ii): the SWARM layer's output size before the PMA; unused otherwise
     head_heads: int = 4  # PMA heads (head_width must divide by it)
     fast: bool = True  # fused hand-written backward computing the same function; False = plain reference
+    # fast path only: run whole sets through all iterations in blocks of about this many (B*N) rows, so that a
+    # block's gates (rows x 4H floats: 3 MB at 1024 x 768) stay in cache across the ~20 elementwise passes of
+    # an iteration (1.05-1.25x per train step at B=50, N=100, H=192 on one thread, 1.2-1.45x at N=550); 0 = the
+    # whole batch at once (the path before issue 19). Same function: pooling never crosses sets. Used with one
+    # intra-op thread only (see effective_block_rows: with 2 threads the blocks measured 0.4-0.6x).
+    block_rows: int = 1024
 
     def __post_init__(self):
         for name in ("dim_input", "dim_output", "dim_hidden", "n_iter", "num_layers"):
@@ -93,6 +103,8 @@ class SwarmConfig:
             raise ValueError(f"SwarmConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fast, bool):
             raise ValueError(f"SwarmConfig.fast must be a bool, got {self.fast!r}")
+        if not isinstance(self.block_rows, int) or isinstance(self.block_rows, bool) or self.block_rows < 0:
+            raise ValueError(f"SwarmConfig.block_rows must be an int >= 0 (0 = no blocks), got {self.block_rows!r}")
 
 
 # ---- pooling ----------------------------------------------------------------------------------------------
@@ -160,14 +172,16 @@ def _activate_gates(z: torch.Tensor, H: int) -> None:
     z.sigmoid_()
     torch.add(_MINUS_ONE.to(z.dtype), g, alpha=2.0, out=g)
 
-def _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, *, save: bool):
-    """Forward of :class:`_SwarmRecurrence`; with ``save`` it keeps every iteration's gates and c for the backward."""
+
+def _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, *, save: bool, out=None):
+    """Forward of :class:`_SwarmRecurrence` on one block of whole sets; with ``save`` it keeps every iteration's
+    gates and c for the backward. ``out``: a contiguous (B, N, 2H) buffer for [h; c], or None (allocated)."""
     B, N, G = xw.shape
     H = G // 4
     # one gate buffer per iteration when a backward will follow, else a single reused one
     gates = xw.new_empty((n_iter if save else 1, B * N, G))  # (T, B*N, 4H) activated i, f, o, g
     cells = xw.new_empty((n_iter if save else 2, B * N, H))  # (T, B*N, H) c after each iteration
-    hc = xw.new_empty((B, N, 2 * H))  # output [h; c]
+    hc = xw.new_empty((B, N, 2 * H)) if out is None else out  # output [h; c]
     h = hc[..., :H].view(B * N, H)  # (B*N, H) strided view: rows of 2H, first half
     tc = xw.new_empty((B * N, H))
     xw2 = xw.reshape(B * N, G)
@@ -204,86 +218,137 @@ def _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, *
     return hc, gates, cells, pooled, argmax
 
 
+def effective_block_rows(block_rows: int, threads: int) -> int:
+    """The blocks are used with ONE intra-op thread only; with more, all sets at once (0).
+
+    Each op on a block is a barrier for all threads, and blocks make ~10x more (smaller) ops: on the shared
+    2-core machine, 2 threads ran the blocked train step at 0.36-0.63x the unblocked one (three runs of
+    benchmarks/set_step_bound.py), while 1 thread gained 1.05-1.45x. The `cpu` profile trains set models with
+    one thread. Re-measure before widening this on a dedicated multi-core machine.
+    """
+    return block_rows if threads == 1 else 0
+
+
+def _set_blocks(B: int, N: int, block_rows: int) -> list[tuple[int, int]]:
+    """Sets [b0, b1) per block: as many whole sets as fit in ``block_rows`` rows of (B*N) (at least one);
+    ``block_rows=0``: one block of all B sets."""
+    per = B if block_rows <= 0 else max(1, block_rows // max(N, 1))
+    return [(b0, min(B, b0 + per)) for b0 in range(0, B, per)]
+
+
+def _block_info(pool_info, drop, pooling: str, b0: int, b1: int):
+    """``pool_info`` and ``drop`` of the sets [b0, b1) (causal pool_info is per position: shared)."""
+    if pool_info is not None and pooling != "causal":
+        pool_info = pool_info[b0:b1]  # (b, 1, N) mean weights or (b, N) mask
+    return pool_info, (drop[:, b0:b1] if drop is not None else None)  # (T, b, 1, H)
+
+
 class _SwarmRecurrence(torch.autograd.Function):
     """All ``n_iter`` iterations of the SWARM cell with a hand-written backward (see the module docstring).
 
     Inputs: ``xw`` (B, N, 4H) = W_ih x + b; ``w_hh``, ``w_hp`` (4H, H); ``pool_info``: the (B, 1, N) mean
     weights (mean), the (B, N) bool mask or None (max), or the (N, 1) reciprocal positions (causal);
-    ``drop`` (n_iter, B, 1, H) keep masks or None. Output: [h; c] after the last iteration, (B, N, 2H).
+    ``drop`` (n_iter, B, 1, H) keep masks or None; ``block_rows``: sets are run through all iterations in
+    blocks of whole sets of about this many rows (0 = all at once). Output: [h; c] after the last
+    iteration, (B, N, 2H).
     """
 
     @staticmethod
-    def forward(ctx, xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int):
-        hc, gates, cells, pooled, argmax = _fused_forward(xw, w_hh, w_hp, pool_info, drop, pooling, n_iter, save=True)
-        ctx.save_for_backward(gates, cells, w_hh, w_hp, pool_info, drop, *pooled, *argmax)
-        ctx.meta = (pooling, n_iter, *xw.shape[:2], w_hh.shape[1], len(pooled))
+    def forward(ctx, xw, w_hh, w_hp, pool_info, drop, pooling: str, n_iter: int, block_rows: int):
+        B, N, _ = xw.shape
+        H = w_hh.shape[1]
+        blocks = _set_blocks(B, N, block_rows)
+        hc = xw.new_empty((B, N, 2 * H))  # (B, N, 2H)
+        saved, counts = [], []
+        for b0, b1 in blocks:  # the sets of a block never meet those of another: pooling is per set
+            info, dr = _block_info(pool_info, drop, pooling, b0, b1)
+            _, gates, cells, pooled, argmax = _fused_forward(xw[b0:b1], w_hh, w_hp, info, dr, pooling, n_iter,
+                                                             save=True, out=hc[b0:b1])
+            saved += [gates, cells, *pooled, *argmax]
+            counts.append((len(pooled), len(argmax)))  # how many of each this block saved
+        ctx.save_for_backward(w_hh, w_hp, pool_info, drop, *saved)
+        ctx.meta = (pooling, n_iter, blocks, counts)
         return hc
 
     @staticmethod
     def backward(ctx, d_hc):
-        pooling, n_iter, B, N, H = ctx.meta[:5]
-        gates, cells, w_hh, w_hp, pool_info, drop, *rest = ctx.saved_tensors
-        n_pooled = ctx.meta[5]
-        pooled, argmax = rest[:n_pooled], rest[n_pooled:]
-        G = 4 * H
-        dh = d_hc[..., :H].reshape(B * N, H).clone()  # grad w.r.t. h after the last iteration
-        dc = d_hc[..., H:].reshape(B * N, H).clone()  # grad w.r.t. c
-        dz = gates.new_empty((B * N, G))
-        dz_i, dz_f, dz_o, dz_g = dz.split(H, dim=1)
-        dxw = gates.new_zeros((B * N, G))
-        dw_hh = gates.new_zeros((G, H))
-        dw_hp = gates.new_zeros((G, H))
-        tc, tc_prev, tmp = (gates.new_empty((B * N, H)) for _ in range(3))
-        dh_prev, h_prev = gates.new_empty((B * N, H)), gates.new_empty((B * N, H))
-        _tanh(cells[n_iter - 1], out=tc)
-        sig_bw = torch.ops.aten.sigmoid_backward.grad_input  # (grad, y, *, grad_input): grad * y * (1 - y)
-        tanh_bw = torch.ops.aten.tanh_backward.grad_input  # (grad, y, *, grad_input): grad * (1 - y^2)
-        for t in range(n_iter - 1, -1, -1):
-            i, f, o, g = gates[t].split(H, dim=1)
-            if drop is not None:
-                dh.view(B, N, H).mul_(drop[t])  # grad w.r.t. h before dropout
-            torch.mul(dh, tc, out=dz_o)
-            sig_bw(dz_o, o, grad_input=dz_o)  # dz_o = dh * tanh(c) * o (1 - o)
-            torch.mul(dh, o, out=tmp)
-            dc.add_(tanh_bw(tmp, tc, grad_input=tmp))  # dc += dh * o * (1 - tanh(c)^2)
-            torch.mul(dc, g, out=dz_i)
-            sig_bw(dz_i, i, grad_input=dz_i)  # dz_i = dc * g * i (1 - i)
-            torch.mul(dc, i, out=dz_g)
-            tanh_bw(dz_g, g, grad_input=dz_g)  # dz_g = dc * i * (1 - g^2)
-            if t == 0:
-                dz_f.zero_()  # c before the first iteration is 0
-                dxw.add_(dz)
-                break
-            torch.mul(dc, cells[t - 1], out=dz_f)
-            sig_bw(dz_f, f, grad_input=dz_f)  # dz_f = dc * c_prev * f (1 - f)
-            dc.mul_(f)  # grad w.r.t. c_prev
+        pooling, n_iter, blocks, counts = ctx.meta
+        w_hh, w_hp, pool_info, drop, *saved = ctx.saved_tensors
+        dxw = d_hc.new_empty(d_hc.shape[:2] + (2 * d_hc.shape[2],))  # (B, N, 4H)
+        dw_hh, dw_hp = torch.zeros_like(w_hh), torch.zeros_like(w_hp)  # (4H, H), summed over the blocks
+        k = 0
+        for (b0, b1), (n_pooled, n_argmax) in zip(blocks, counts):
+            gates, cells, *rest = saved[k: k + 2 + n_pooled + n_argmax]
+            pooled, argmax = rest[:n_pooled], rest[n_pooled:]
+            k += 2 + n_pooled + n_argmax
+            info, dr = _block_info(pool_info, drop, pooling, b0, b1)
+            _fused_backward(d_hc[b0:b1], gates, cells, w_hh, w_hp, info, dr, pooled, argmax, pooling, n_iter,
+                            dxw=dxw[b0:b1], dw_hh=dw_hh, dw_hp=dw_hp)
+        return dxw, dw_hh, dw_hp, None, None, None, None, None
+
+
+def _fused_backward(d_hc, gates, cells, w_hh, w_hp, pool_info, drop, pooled, argmax, pooling: str, n_iter: int,
+                    *, dxw, dw_hh, dw_hp) -> None:
+    """Backward of one block of whole sets: writes d xw into ``dxw`` (a contiguous (b, N, 4H) view) and adds
+    the block's weight gradients to ``dw_hh`` and ``dw_hp`` (4H, H) in place."""
+    B, N, H2 = d_hc.shape
+    H = H2 // 2
+    G = 4 * H
+    dh = d_hc[..., :H].reshape(B * N, H).clone()  # grad w.r.t. h after the last iteration
+    dc = d_hc[..., H:].reshape(B * N, H).clone()  # grad w.r.t. c
+    dz = gates.new_empty((B * N, G))
+    dz_i, dz_f, dz_o, dz_g = dz.split(H, dim=1)
+    dxw = dxw.view(B * N, G).zero_()  # (B*N, 4H)
+    tc, tc_prev, tmp = (gates.new_empty((B * N, H)) for _ in range(3))
+    dh_prev, h_prev = gates.new_empty((B * N, H)), gates.new_empty((B * N, H))
+    _tanh(cells[n_iter - 1], out=tc)
+    sig_bw = torch.ops.aten.sigmoid_backward.grad_input  # (grad, y, *, grad_input): grad * y * (1 - y)
+    tanh_bw = torch.ops.aten.tanh_backward.grad_input  # (grad, y, *, grad_input): grad * (1 - y^2)
+    for t in range(n_iter - 1, -1, -1):
+        i, f, o, g = gates[t].split(H, dim=1)
+        if drop is not None:
+            dh.view(B, N, H).mul_(drop[t])  # grad w.r.t. h before dropout
+        torch.mul(dh, tc, out=dz_o)
+        sig_bw(dz_o, o, grad_input=dz_o)  # dz_o = dh * tanh(c) * o (1 - o)
+        torch.mul(dh, o, out=tmp)
+        dc.add_(tanh_bw(tmp, tc, grad_input=tmp))  # dc += dh * o * (1 - tanh(c)^2)
+        torch.mul(dc, g, out=dz_i)
+        sig_bw(dz_i, i, grad_input=dz_i)  # dz_i = dc * g * i (1 - i)
+        torch.mul(dc, i, out=dz_g)
+        tanh_bw(dz_g, g, grad_input=dz_g)  # dz_g = dc * i * (1 - g^2)
+        if t == 0:
+            dz_f.zero_()  # c before the first iteration is 0
             dxw.add_(dz)
-            # h_prev = o_prev * tanh(c_prev) (* dropout), recomputed; tanh(c_prev) is the next step's tc
-            _tanh(cells[t - 1], out=tc_prev)
-            torch.mul(gates[t - 1][:, 2 * H: 3 * H], tc_prev, out=h_prev)
-            if drop is not None:
-                h_prev.view(B, N, H).mul_(drop[t - 1])
-            dw_hh.addmm_(dz.t(), h_prev)  # (4H, B*N) @ (B*N, H)
-            torch.mm(dz, w_hh, out=dh_prev)  # (B*N, 4H) @ (4H, H): grad w.r.t. h_prev through W_hh
-            if pooling == "causal":
-                p = torch.cumsum(h_prev.view(B, N, H), dim=1).mul_(pool_info)  # (B, N, H)
-                dw_hp.addmm_(dz.t(), p.view(B * N, H))
-                dp = torch.mm(dz, w_hp).view(B, N, H).mul_(pool_info)  # dp_i = dL/d(sum_{j<=i} h_j) = W_hp^T dz_i / i
-                # h_j enters every sum with i >= j: dh_j += sum_{i >= j} dp_i
-                dh_prev.view(B, N, H).add_(torch.cumsum(dp.flip(1), dim=1).flip(1))  # reverse cumsum (B, N, H)
+            break
+        torch.mul(dc, cells[t - 1], out=dz_f)
+        sig_bw(dz_f, f, grad_input=dz_f)  # dz_f = dc * c_prev * f (1 - f)
+        dc.mul_(f)  # grad w.r.t. c_prev
+        dxw.add_(dz)
+        # h_prev = o_prev * tanh(c_prev) (* dropout), recomputed; tanh(c_prev) is the next step's tc
+        _tanh(cells[t - 1], out=tc_prev)
+        torch.mul(gates[t - 1][:, 2 * H: 3 * H], tc_prev, out=h_prev)
+        if drop is not None:
+            h_prev.view(B, N, H).mul_(drop[t - 1])
+        dw_hh.addmm_(dz.t(), h_prev)  # (4H, B*N) @ (B*N, H)
+        torch.mm(dz, w_hh, out=dh_prev)  # (B*N, 4H) @ (4H, H): grad w.r.t. h_prev through W_hh
+        if pooling == "causal":
+            p = torch.cumsum(h_prev.view(B, N, H), dim=1).mul_(pool_info)  # (B, N, H)
+            dw_hp.addmm_(dz.t(), p.view(B * N, H))
+            dp = torch.mm(dz, w_hp).view(B, N, H).mul_(pool_info)  # dp_i = dL/d(sum_{j<=i} h_j) = W_hp^T dz_i / i
+            # h_j enters every sum with i >= j: dh_j += sum_{i >= j} dp_i
+            dh_prev.view(B, N, H).add_(torch.cumsum(dp.flip(1), dim=1).flip(1))  # reverse cumsum (B, N, H)
+        else:
+            dpt = dz.view(B, N, G).sum(dim=1)  # (B, 4H): the pooled term is shared by all N entities
+            dw_hp.addmm_(dpt.t(), pooled[t - 1])
+            dp = dpt @ w_hp  # (B, H)
+            if pooling == "mean":
+                dh_prev.view(B, N, H).baddbmm_(pool_info.transpose(1, 2), dp.unsqueeze(1))  # w_j * dp
             else:
-                dpt = dz.view(B, N, G).sum(dim=1)  # (B, 4H): the pooled term is shared by all N entities
-                dw_hp.addmm_(dpt.t(), pooled[t - 1])
-                dp = dpt @ w_hp  # (B, H)
-                if pooling == "mean":
-                    dh_prev.view(B, N, H).baddbmm_(pool_info.transpose(1, 2), dp.unsqueeze(1))  # w_j * dp
-                else:
-                    if pool_info is not None:  # an empty set pooled to the constant 0
-                        dp = dp * pool_info.any(dim=1, keepdim=True)
-                    dh_prev.view(B, N, H).scatter_add_(1, argmax[t - 1].unsqueeze(1), dp.unsqueeze(1))
-            dh, dh_prev = dh_prev, dh
-            tc, tc_prev = tc_prev, tc
-        return dxw.view(B, N, G), dw_hh, dw_hp, None, None, None, None
+                if pool_info is not None:  # an empty set pooled to the constant 0
+                    dp = dp * pool_info.any(dim=1, keepdim=True)
+                dh_prev.view(B, N, H).scatter_add_(1, argmax[t - 1].unsqueeze(1), dp.unsqueeze(1))
+        dh, dh_prev = dh_prev, dh
+        tc, tc_prev = tc_prev, tc
 
 
 def _masked_max(h: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -333,12 +398,14 @@ class SwarmLayer(nn.Module):
         pooling: "mean" | "max" | "causal".
         dropout: channel dropout on h after every iteration (training only).
         fast: use :class:`_SwarmRecurrence` (same function, hand-written backward).
+        block_rows: fast path: rows of (B*N) per block of whole sets (0 = all sets at once); one thread only.
     """
 
     def __init__(self, dim_input: int, dim_output: int, *, dim_hidden: int, n_iter: int, pooling: str,
-                 dropout: float = 0.0, fast: bool = True):
+                 dropout: float = 0.0, fast: bool = True, block_rows: int = 1024):
         super().__init__()
         self.n_iter, self.pooling, self.dropout, self.fast = n_iter, pooling, dropout, fast
+        self.block_rows = block_rows
         self.cell = SwarmCell(dim_input, dim_hidden, pooling)
         self.out = nn.Linear(2 * dim_hidden, dim_output)
 
@@ -377,11 +444,17 @@ class SwarmLayer(nn.Module):
         w_hh, w_hp = self.cell.w_hh.weight.to(dtype), self.cell.w_hp.weight.to(dtype)
         info = info.to(dtype) if info is not None and info.is_floating_point() else info
         drop = drop.to(dtype) if drop is not None else None
-        args = (xw.to(dtype).contiguous(), w_hh, w_hp, info, drop, self.pooling, self.n_iter)
+        xw = xw.to(dtype).contiguous()
+        rows = effective_block_rows(self.block_rows, torch.get_num_threads())
         with torch.autocast(xw.device.type, enabled=False):
-            if torch.is_grad_enabled() and any(a.requires_grad for a in args[:3]):
-                return _SwarmRecurrence.apply(*args)
-            return _fused_forward(*args, save=False)[0]  # inference: one gate buffer, nothing kept
+            if torch.is_grad_enabled() and any(t.requires_grad for t in (xw, w_hh, w_hp)):
+                return _SwarmRecurrence.apply(xw, w_hh, w_hp, info, drop, self.pooling, self.n_iter, rows)
+            hc = xw.new_empty((B, N, 2 * self.cell.dim_hidden))  # (B, N, 2H)
+            for b0, b1 in _set_blocks(B, N, rows):  # inference: one gate buffer per block, nothing kept
+                block_info, block_drop = _block_info(info, drop, self.pooling, b0, b1)
+                _fused_forward(xw[b0:b1], w_hh, w_hp, block_info, block_drop, self.pooling, self.n_iter, save=False,
+                               out=hc[b0:b1])
+            return hc
 
     # -- incremental causal evaluation (used by the SWARM Transformer's sampler) --
 
@@ -441,7 +514,7 @@ class Swarm(nn.Module):
         dims = [cfg.dim_input] + [cfg.dim_hidden] * (cfg.num_layers - 1) + [last]
         self.layers = nn.ModuleList(
             SwarmLayer(d_in, d_out, dim_hidden=cfg.dim_hidden, n_iter=cfg.n_iter, pooling=cfg.pooling,
-                       dropout=cfg.dropout, fast=cfg.fast)
+                       dropout=cfg.dropout, fast=cfg.fast, block_rows=cfg.block_rows)
             for d_in, d_out in zip(dims[:-1], dims[1:])
         )
         self.head = (SetPoolingHead(cfg.head_width, cfg.dim_output, pooling="pma", heads=cfg.head_heads)

@@ -186,3 +186,35 @@ def test_sdpa_and_dense_transformers_agree():
         out_a, out_b = a(ids, mask), b(ids, mask)
     assert torch.isfinite(out_a).all()
     torch.testing.assert_close(out_a, out_b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_materialised_scores_path_equals_sdpa_in_values_and_gradients(padded):
+    """``transformer_dense`` (the (B, H, L, L) scores written out) against ``transformer`` (SDPA), fp32, in training
+    mode without dropout: logits and every parameter's gradient, with padded and fully padded sequences."""
+    torch.manual_seed(0)
+    kw = dict(vocab_size=50, d_model=16, seq_len=24, num_layers=2, dropout=0.0)
+    sdpa = models.create_model("transformer", **kw).train()
+    dense = models.create_model("transformer_dense", **kw).train()
+    assert dense.cfg.attn_impl == "dense" and sdpa.cfg.attn_impl == "sdpa"
+    dense.load_state_dict(sdpa.state_dict())  # same parameter names
+    ids = torch.randint(0, 50, (4, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(4, 24, dtype=torch.bool)
+    if padded:
+        mask[1, 15:] = False
+        mask[2, 3:] = False
+        mask[3] = False
+    results = []
+    for model in (sdpa, dense):
+        logits = model(ids, mask)
+        grads = torch.autograd.grad((logits * torch.tensor([1.0, -2.0])).sum(), list(model.parameters()),
+                                    allow_unused=True)
+        results.append((logits, grads))
+    (la, ga), (lb, gb) = results
+    assert torch.isfinite(la).all()
+    torch.testing.assert_close(lb, la, atol=1e-5, rtol=1e-5)
+    for (name, _), a, b in zip(sdpa.named_parameters(), ga, gb):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert torch.isfinite(a).all(), name
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")

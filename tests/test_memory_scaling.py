@@ -56,8 +56,10 @@ def test_fits_use_only_ok_points_above_the_threshold():
 
 @pytest.mark.parametrize("N", [1024, 4096])
 def test_predicted_quadratic_bytes(N):
-    dense = models.create_model("transformer", attn_impl="dense", seq_len=N, vocab_size=8)
-    assert ms.predicted_quadratic_bytes(dense, 2, N) == 2 * 2 * 4 * N * N * 4
+    dense = models.create_model("transformer_dense", seq_len=N, vocab_size=8)
+    assert ms.predicted_quadratic_bytes(dense, 2, N) == 2 * 2 * 4 * N * N * 4  # scores + softmax, B=2, H=4, fp32
+    heads8 = models.create_model("transformer", attn_impl="dense", num_heads=8, seq_len=N, vocab_size=8)
+    assert ms.predicted_quadratic_bytes(heads8, 1, N) == 2 * 8 * N * N * 4
     sf = models.create_model("swarmformer_small", cluster_size=4, seq_len=N, vocab_size=8, fast=False)
     assert ms.predicted_quadratic_bytes(sf, 1, N) == 2 * (N // 4) ** 2 * 4
     fast = models.create_model("swarmformer_small", cluster_size=4, seq_len=N, vocab_size=8)  # SDPA: no C x C kept
@@ -78,6 +80,41 @@ def test_goals_are_checked_against_the_configured_points():
     pts[2]["status"] = "timeout"
     assert ms.check_goals(pts, goals)["speed"]["met"] is None
     assert ms.check_goals([], goals)["memory"]["met"] is None
+
+
+def test_both_full_attention_baselines_are_compared_with_swarmformer():
+    goals = _cfg()["goals"]
+    label = ms.ModelSpec.parse(goals["model"]).label
+    assert goals["memory_baselines"] == ["transformer", "transformer_dense"]
+    n = goals["memory_tokens"]
+    pts = [dict(model=label, tokens=n, status="ok", increment_bytes=0.25e9, predicted_bytes=None),
+           dict(model="transformer", tokens=n, status="ok", increment_bytes=0.5e9, predicted_bytes=None),
+           dict(model="transformer_dense", tokens=n, status="over_cap", predicted_bytes=320e9)]
+    c = ms.check_goals(pts, goals)["baselines"]
+    assert c["model_gb"] == pytest.approx(0.25) and c["model_kind"] == "measured"
+    sdpa, dense = c["baselines"]
+    assert (sdpa["kind"], sdpa["gb"], sdpa["ratio"]) == ("measured", pytest.approx(0.5), pytest.approx(2.0))
+    assert (dense["kind"], dense["gb"], dense["ratio"]) == ("predicted", pytest.approx(320.0), pytest.approx(1280.0))
+    assert c["seed_ratio"] == pytest.approx(37.37 / 0.74)
+    text = ms.goals_text(ms.check_goals(pts, goals))
+    assert "transformer_dense >= 320.00 GB (predicted, not run)" in text and "= 1280x" in text
+    pts[2]["status"] = "timeout"  # neither measured nor predicted: no ratio, not a crash
+    pts[2]["predicted_bytes"] = None
+    assert ms.check_goals(pts, goals)["baselines"]["baselines"][1]["ratio"] is None
+
+
+def test_dense_attention_memory_is_what_is_predicted():
+    """The materialised path's increment is its predicted 2 x (B, H, N, N) float32 (plus small activations); the
+    SDPA path of the same model keeps no N x N matrix at all."""
+    tiny = [["d_model", 32], ["num_layers", 1], ["vocab_size", 64]]
+    payload = dict(name="transformer_dense", overrides=tiny, tokens=2048, batch_size=1, warmup_tokens=64,
+                   time_repeats=1, mem_cap_bytes=10**10, device="cpu", num_threads=0)
+    dense = ms.measure_point(payload)
+    sdpa = ms.measure_point({**payload, "name": "transformer"})
+    assert dense["status"] == sdpa["status"] == "ok"
+    assert dense["predicted_bytes"] == 2 * 4 * 2048**2 * 4 and sdpa["predicted_bytes"] is None
+    assert 0.9 * dense["predicted_bytes"] < dense["increment_bytes"] < 1.5 * dense["predicted_bytes"]
+    assert sdpa["increment_bytes"] < 0.1 * dense["predicted_bytes"], sdpa["increment_bytes"]
 
 
 def test_unknown_model_is_a_clear_error():
@@ -105,7 +142,7 @@ def test_params_profiles():
     assert max(smoke["tokens"]) <= 1024, "the smoke profile must stay fast"
     cpu = load_params(profile="cpu")["memory_scaling"]
     assert cpu["tokens"] == [1024, 4096, 16384, 65536, 100000]
-    assert {"transformer", "transformer attn_impl=dense", "linear_transformer", "sparse_transformer", "longformer",
+    assert {"transformer", "transformer_dense", "linear_transformer", "sparse_transformer", "longformer",
             "swarmformer_small cluster_size=8", "swarmformer_enhanced_small"} <= set(cpu["models"])
 
 
@@ -125,7 +162,7 @@ def test_measure_point_in_process():
     assert r["peak_bytes"] >= r["baseline_bytes"] > 0
     assert r["increment_bytes"] == r["peak_bytes"] - r["baseline_bytes"]
     assert len(r["times_s"]) == 3 and r["time_s"] == sorted(r["times_s"])[1] > 0  # the median of the repeats
-    capped = ms.measure_point({**payload, "name": "transformer", "overrides": [["attn_impl", "dense"]], "mem_cap_bytes": 1000})
+    capped = ms.measure_point({**payload, "name": "transformer_dense", "overrides": [], "mem_cap_bytes": 1000})
     assert capped["status"] == "over_cap" and capped["predicted_bytes"] == 2 * 4 * 256**2 * 4
 
 
@@ -148,7 +185,7 @@ def test_fast_cluster_attention_memory_is_linear_in_the_cluster_count():
 def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     out = tmp_path / "ms"
     ms.main(["--profile", "smoke", "--out", str(out), "--tokens", "256", "512", "--mem-cap-gb", "0.003",
-             "--models", "swarmformer_small cluster_size=8", "transformer", "transformer attn_impl=dense"])
+             "--models", "swarmformer_small cluster_size=8", "transformer", "transformer_dense"])
     result = json.loads((out / "results.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     assert (out / "memory_scaling.png").stat().st_size > 10_000
@@ -156,9 +193,11 @@ def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     by = {(p["model"], p["tokens"]): p for p in result["points"]}
     assert len(by) == 6
     # dense at 512: 2*4*512^2*4 B = 8.4 MB > 3 MB cap -> reported with its prediction, not run; at 256 it runs
-    assert by[("transformer attn_impl=dense", 512)]["status"] == "over_cap"
-    assert by[("transformer attn_impl=dense", 256)]["status"] == "ok"
+    assert by[("transformer_dense", 512)]["status"] == "over_cap"
+    assert by[("transformer_dense", 256)]["status"] == "ok"
     assert "not run (predicted 8.4 MB)" in table
+    assert "| 512 |" in table and ">= 8.4 MB (predicted, not run)" in table  # the baselines table marks predictions
+    assert [b["baseline"] for b in metrics["goals"]["baselines"]["baselines"]] == ["transformer", "transformer_dense"]
     for label in ("swarmformer_small cluster_size=8", "transformer"):
         assert all(by[(label, n)]["status"] == "ok" for n in (256, 512))
         assert math.isfinite(metrics[label]["time_exponent"])

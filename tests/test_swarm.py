@@ -12,6 +12,15 @@ from tests.reference_swarm import authors_swarm
 TINY = dict(dim_input=3, dim_output=4, dim_hidden=8, n_iter=3)
 
 
+@pytest.fixture
+def one_thread():
+    """The blocks of whole sets run with one intra-op thread only (models.swarm.effective_block_rows)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny(**kw) -> Swarm:
     torch.manual_seed(0)
     return models.create_model("swarm", **{**TINY, **kw})
@@ -75,10 +84,11 @@ def test_every_parameter_gets_a_gradient(pooling, fast):
 
 @pytest.mark.parametrize("pooling", ["mean", "max", "causal"])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout):
+@pytest.mark.parametrize("block_rows", [0, 7, 21])  # 4 sets of 7: one block; 4 blocks of 1 set; blocks of 3 + 1
+def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout, block_rows, one_thread):
     """The hand-written backward against autograd through the plain equations (float64, same dropout draws)."""
     plain = tiny(pooling=pooling, fast=False, num_layers=2, dropout=dropout).double().train()
-    fast = tiny(pooling=pooling, fast=True, num_layers=2, dropout=dropout).double().train()
+    fast = tiny(pooling=pooling, fast=True, num_layers=2, dropout=dropout, block_rows=block_rows).double().train()
     fast.load_state_dict(plain.state_dict())
     mask = random_mask(4, 7, seed=2, at_end=pooling == "causal")
     mask[3] = False  # an empty set (mean / max pool it to 0)
@@ -95,9 +105,9 @@ def test_fast_path_equals_plain_reference_values_and_gradients(pooling, dropout)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
-@pytest.mark.parametrize("fast", [True, False])
-def test_permutation_equivariance_with_padding(pooling, fast):
-    model = tiny(pooling=pooling, fast=fast, num_layers=2).eval()
+@pytest.mark.parametrize("fast, block_rows", [(True, 0), (True, 9), (True, 1024), (False, 0)])
+def test_permutation_equivariance_with_padding(pooling, fast, block_rows, one_thread):
+    model = tiny(pooling=pooling, fast=fast, num_layers=2, block_rows=block_rows).eval()
     x = torch.randn(3, 9, 3)
     mask = random_mask(3, 9, seed=5)
     perm = torch.randperm(9, generator=torch.Generator().manual_seed(6))
@@ -131,6 +141,45 @@ def test_causal_output_at_i_ignores_later_inputs(fast):
         torch.testing.assert_close(model(changed)[:, : i + 1], y[:, : i + 1], rtol=0, atol=1e-6)
         if i < 6:  # a later change does reach later outputs: the test can fail
             assert not torch.allclose(model(changed)[:, i + 1:], y[:, i + 1:])
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "causal"])
+def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling, one_thread):
+    """Blocks of whole sets (issue 19) against the fast path before them (``block_rows=0``) and the plain path:
+    fp32 outputs and gradients, padded sets (an empty one too), train mode with and without grad, eval."""
+    B, N = 7, 40
+    kw = dict(dim_input=3, dim_output=5, dim_hidden=16, n_iter=4, num_layers=2, pooling=pooling)
+    mask = random_mask(B, N, seed=10, at_end=pooling == "causal")
+    if pooling != "causal":
+        mask[5] = False  # an empty set
+    x = torch.randn(B, N, 3, generator=torch.Generator().manual_seed(11))
+    weight = torch.randn(B, N, 5, generator=torch.Generator().manual_seed(12))
+    results = {}
+    for name, extra in (("plain", dict(fast=False)), ("whole", dict(block_rows=0)), ("blocks", dict(block_rows=90))):
+        torch.manual_seed(0)
+        model = Swarm(SwarmConfig(**kw, **extra)).train()
+        xr = x.clone().requires_grad_()
+        y = model(xr, mask)
+        grads = torch.autograd.grad((y * weight).sum(), [xr, *model.parameters()])
+        with torch.no_grad():
+            inference = model.eval()(x, mask)
+        results[name] = [y, *grads, inference]
+    assert len(results["blocks"]) == len(results["whole"]) == 3 + len(list(model.parameters()))  # y, d x, d params, inference
+    for a, b, c in zip(results["plain"], results["whole"], results["blocks"]):
+        torch.testing.assert_close(c, b, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c, a, rtol=1e-4, atol=1e-5)
+
+
+def test_set_blocks_cover_every_set_once():
+    from models.swarm import _set_blocks, effective_block_rows
+
+    assert _set_blocks(50, 100, 1024) == [(b, min(50, b + 10)) for b in range(0, 50, 10)]
+    assert _set_blocks(4, 7, 0) == [(0, 4)]
+    assert _set_blocks(3, 2000, 1024) == [(0, 1), (1, 2), (2, 3)]  # a set larger than a block is one block
+    assert _set_blocks(5, 7, 21) == [(0, 3), (3, 5)]
+    assert effective_block_rows(1024, 1) == 1024 and effective_block_rows(1024, 2) == 0  # blocks: one thread only
+    with pytest.raises(ValueError, match="block_rows"):
+        tiny(block_rows=-1)
 
 
 def test_causal_step_matches_the_full_forward():
