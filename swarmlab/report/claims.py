@@ -119,8 +119,9 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
             return "decided_by.source table needs a path (relative to reports/)"
         for side in ("numerator", "denominator"):
             sel = d.get(side)
-            if sel is not None and (not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR)):
-                return f"decided_by.{side} must have exactly {', '.join(SELECTOR)}"
+            if sel is not None and (not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR)
+                                    or not _model_field(sel.get("model"))):
+                return f"decided_by.{side} must have exactly {', '.join(SELECTOR)} (model: a name or a list of names)"
     if kind == "delta" and d["low"] > d["high"]:
         return f"decided_by.low {d['low']} is above high {d['high']}"
     if kind == "best_of" and (d["mode"] not in ("max", "min") or not isinstance(d["best"], list)):

@@ -315,8 +315,8 @@ class Ledger:
         value, op, target = num / den, d["op"], d["value"]
         met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target,
                "==": value == target}[op]
-        label = (f"{d['numerator']['model']} / {d['denominator']['model']}" if d.get("denominator")
-                 else d["numerator"]["model"])
+        label = (f"{models_of(d['numerator']['model'])[0]} / {models_of(d['denominator']['model'])[0]}"
+                 if d.get("denominator") else models_of(d["numerator"]["model"])[0])
         where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
         verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
         why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
@@ -331,14 +331,20 @@ class Ledger:
             data = _json(path)
             if not data:
                 return None, "no reports/memory_scaling/results.json: `dvc repro memory_scaling`"
-            for p in data.get("points") or []:
-                if p.get("model") == sel["model"] and p.get("tokens") == sel["tokens"]:
-                    if p.get("status") != "ok":
-                        return None, (f"`{sel['model']}` at {sel['tokens']:,} tokens was not measured: "
-                                      f"{p.get('message') or p.get('status')} (needs a machine with that memory)")
-                    field = {"memory_gb": p.get("increment_bytes", 0) / 1e9, "time_s": p.get("time_s")}.get(sel["field"])
-                    return field, ""
-            return None, f"`{sel['model']}` at {sel['tokens']:,} tokens is not in the benchmark's grid"
+            names = models_of(sel["model"])
+            for name in names:
+                for p in data.get("points") or []:
+                    if p.get("model") == name and p.get("tokens") == sel["tokens"]:
+                        if p.get("status") != "ok":
+                            predicted = (f"; its own prediction is {p['predicted_bytes'] / 1e9:,.1f} GB, not a measurement"
+                                         if isinstance(p.get("predicted_bytes"), (int, float))
+                                         and "predicted" not in str(p.get("message")) else "")
+                            return None, (f"`{name}` at {sel['tokens']:,} tokens was not measured: "
+                                          f"{p.get('message') or p.get('status')}{predicted} (needs a machine with that "
+                                          f"memory)")
+                        field = {"memory_gb": p.get("increment_bytes", 0) / 1e9, "time_s": p.get("time_s")}.get(sel["field"])
+                        return field, ""
+            return None, f"`{names[0]}` at {sel['tokens']:,} tokens is not in the benchmark's grid"
         path = self.reports / d["path"]
         try:
             text = path.read_text(encoding="utf-8")
