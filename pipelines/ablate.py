@@ -19,7 +19,6 @@ turns them into a table and a plot.
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from pipelines.common.ablations import grid_points, grid_spec  # noqa: F401 (tests import them from here)
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
 from pipelines.common.runs import task_runs
@@ -38,48 +38,6 @@ from swarmlab.io import atomic_write_text
 
 TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
 DEFAULT_STAGES = ("train", "evaluate")
-
-
-def grid_spec(params: dict, name: str) -> dict:
-    grids = params.get("ablations") or {}
-    if name not in grids:
-        raise SwarmlabError(f"no grid {name!r} under ablations in params.yaml; grids: {', '.join(sorted(grids)) or 'none'}")
-    spec = dict(grids[name])
-    if not spec.get("task"):
-        raise SwarmlabError(f"ablations.{name}.task is empty: name the task section the grid trains")
-    if spec["task"] not in (params.get("tasks") or {}):
-        raise SwarmlabError(f"ablations.{name}.task: no section tasks.{spec['task']} in params.yaml")
-    vary = spec.get("vary") or {}
-    for key, values in vary.items():
-        if not isinstance(values, list) or not values:
-            raise SwarmlabError(f"ablations.{name}.vary.{key} must be a non-empty list of values")
-    if not spec.get("models") and not vary:
-        raise SwarmlabError(f"ablations.{name}: give `models` or `vary` (a grid needs at least two points)")
-    return spec
-
-
-def _value_label(value) -> str:
-    return json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(value).lower() \
-        if isinstance(value, bool) else str(value)
-
-
-def grid_points(params: dict, name: str) -> list[dict]:
-    """The grid's points, in order: ``{point, label, model, overrides}``; ``point`` is a folder-safe name."""
-    spec = grid_spec(params, name)
-    models = list(spec.get("models") or []) or [None]
-    vary = spec.get("vary") or {}
-    keys = list(vary)
-    points = []
-    for model in models:
-        for combo in itertools.product(*(vary[k] for k in keys)) if keys else [()]:
-            overrides = dict(zip(keys, combo))
-            parts = ([model] if model and len(models) > 1 else []) + [f"{k.rsplit('.', 1)[-1]}={_value_label(v)}"
-                                                                       for k, v in overrides.items()]
-            label = ", ".join(parts) or (model or "base")
-            folder = "__".join(parts) or (model or "base")
-            points.append({"point": "".join(c if c.isalnum() or c in "=._-" else "_" for c in folder), "label": label,
-                           "model": model, "overrides": overrides})
-    return points
 
 
 def set_dotted(params: dict, dotted: str, value, where: str) -> None:
@@ -209,6 +167,9 @@ def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bo
                 (out_dir / "history").mkdir(parents=True, exist_ok=True)
                 suffix = "" if len(entry.get("train", {})) <= 1 else f"__{csv_file.stem}"
                 shutil.copy(csv_file, out_dir / "history" / f"{point['point']}{suffix}.csv")
+            items = Path(entry["workspace"]) / "reports" / "evaluate" / spec["task"] / "items"  # the ledger's paired tests
+            if items.is_dir():
+                shutil.copytree(items, out_dir / "items" / point["point"], dirs_exist_ok=True)
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
         print(f"[{grid}/{point['point']}] {entry['status']} in {entry['wall_s']} s", flush=True)
     atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")

@@ -14,6 +14,7 @@ over Ray, each in a fresh worker process so that its peak memory is its own); ea
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import sys
@@ -33,6 +34,7 @@ from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
+from swarmlab.report.testsplit import check_reads, load_reads, read_entry, write_items, write_reads
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
@@ -67,6 +69,7 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     meter, times = task.new_metrics(), []
+    meter.keep_items = True  # per-item test scores for the ledger's intervals (swarmlab.report.testsplit)
     for idx in batches:
         batch = to_device(data.get_batch(idx), device)
         sync(device)
@@ -84,6 +87,7 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
                 task.forward(model, to_device(data.get_batch(idx), device))
         sync(device)
         throughput = len(data) / (time.perf_counter() - t0)
+    meter.batch_times = times
     ordered = sorted(times)
     speed = {
         "latency_ms_mean": 1000 * sum(times) / len(times),
@@ -118,6 +122,7 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
               "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit(),
               **({"resources": resources} if resources else {})}
     plots = task.report(meter, plots_dir, title=name, name=name)
+    write_items(plots_dir.parent, name, meter, meter.batch_times)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
@@ -137,13 +142,16 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
 
 
 def evaluate(params: dict, task_name: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
-             report_root: Path = REPORTS_DIR, tracking: bool = True, parallel: int | None = None,
+             report_root: Path = REPORTS_DIR, tracking: bool = True, retest: bool = False, parallel: int | None = None,
              address: str | None = None) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     if skip_reason(params, task_name):
+        earlier = load_reads(report_dir("evaluate", task_name, report_root))  # the test-read record outlives a skip
         with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:
             (tmp / "plots").mkdir()
+            (tmp / "items").mkdir()
+            write_reads(tmp, earlier)
         return write_skipped("evaluate", task_name, skip_reason(params, task_name), report_root=report_root)
     runs = task_runs(params, task_name)
     for run in runs:  # every setting and checkpoint before the first test batch is read
@@ -156,13 +164,19 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
     scheduler = Scheduler("evaluate", params, task, runs, parallel=parallel, address=address)
     if tracking:
         check_tracking_uri()
+    folder = Path(report_dir("evaluate", task_name, report_root)).resolve()
+    reads = check_reads(folder, [read_entry(task=task_name, registered=task.name, options=dataclasses.asdict(task.options),
+                                            model=r.model, overrides=model_overrides(params, task_name, r.model), seed=r.seed,
+                                            train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
+                                            run=r.name, profile=params["profile"], commit=git_commit()) for r in runs],
+                        retest=retest)  # a second look at a test split is refused unless named (--retest)
     train_root = Path(train_root).resolve()
-    # all of it, or the previous reports
-    with scheduler, atomic_dir(Path(report_dir("evaluate", task_name, report_root)).resolve()) as tmp:
+    with scheduler, atomic_dir(folder) as tmp:  # all of it, or the previous reports
         jobs = [Job(run, dict(plots_dir=tmp / "plots", train_root=train_root, tracking=tracking,
                               resources=scheduler.record(run))) for run in runs]
         results = scheduler.execute("pipelines.evaluate:evaluate_one", jobs, tracking=tracking, fresh_workers=True)
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_reads(tmp, reads)
     return results
 
 
@@ -175,8 +189,11 @@ def main(argv=None) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
                                                         "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)")
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--retest", action="store_true", help="allow a second read of a test split under other training "
+                        "settings (counted in the report)")
     args = parser.parse_args(argv)
-    evaluate(params_from(args), args.task, tracking=not args.no_tracking, parallel=args.parallel, address=args.address)
+    evaluate(params_from(args), args.task, tracking=not args.no_tracking, retest=args.retest, parallel=args.parallel,
+             address=args.address)
 
 
 if __name__ == "__main__":

@@ -18,55 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 from pathlib import Path
-
-import yaml
 
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import REPORTS_DIR, tracking_uri
 from pipelines.common.tracking import TRAINING_VIEW_TAGS
-from swarmlab.errors import SwarmlabError, cli
+from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
+from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote  # noqa: F401
 
-BASELINES_FILE = Path(__file__).with_suffix(".yaml")
-EXPERIMENT = "paper-baselines"
 OUT_DIR = REPORTS_DIR / "paper_baselines"
-REQUIRED = ("key", "source", "where", "task", "model", "metrics")
-OPTIONAL = ("ours", "config", "quote", "note")
-
-
-def load_baselines(path: Path = BASELINES_FILE) -> tuple[dict, list[dict]]:
-    """``(sources, entries)`` of the table, checked: unique keys, known sources, finite numeric metrics."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    sources, entries = raw.get("sources") or {}, raw.get("baselines") or []
-    seen = set()
-    for i, entry in enumerate(entries):
-        where = f"{path}: baselines[{i}]"
-        missing = [k for k in REQUIRED if entry.get(k) in (None, "", {})]
-        unknown = sorted(set(entry) - set(REQUIRED) - set(OPTIONAL))
-        if missing or unknown:
-            raise SwarmlabError(f"{where}: missing {missing} / unknown {unknown} fields; fields are {REQUIRED + OPTIONAL}")
-        if entry["key"] in seen:
-            raise SwarmlabError(f"{where}: key {entry['key']!r} is used twice; keys must be unique (they find the run again)")
-        seen.add(entry["key"])
-        if entry["source"] not in sources or not sources[entry["source"]].get("citation"):
-            raise SwarmlabError(f"{where}: source {entry['source']!r} has no citation under `sources`")
-        for name, value in entry["metrics"].items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SwarmlabError(f"{where}: metric {name} = {value!r} must be a finite number")
-    return sources, entries
-
-
-def normalise_quote(text: str) -> str:
-    """Text with table and math markup removed and whitespace collapsed, for comparing quotes with a paper."""
-    text = re.sub(r"<[^>]+>", " ", text)
-    text = re.sub(r"\\pm|±|[|$*]", " ", text)
-    return " ".join(text.split())
 
 
 def entry_hash(entry: dict, citation: str) -> str:

@@ -18,24 +18,34 @@ The output is deterministic: the same inputs give the same bytes (no dates, sort
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
 import re
 from pathlib import Path
 
+import models as model_registry
+from pipelines.common.ablations import grid_points
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
-from pipelines.paper_baselines import BASELINES_FILE, EXPERIMENT, load_baselines
+from pipelines.common.runs import model_overrides
 from swarmlab.document import Bullets, Code, Document, Heading, Image, Para, Table, to_html, to_markdown
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
+from swarmlab.report import stats
+from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, matches
+from swarmlab.report.claims import load_claims
+from swarmlab.report.ledger import Ledger, decide_across
+from swarmlab.report.provenance import provenance, stale_stages
+from swarmlab.report.render import ledger_blocks, stale_blocks
+from swarmlab.report.results import read_task
 from swarmlab.settings import flatten
 
 # --------------------------------------------------------------------------------------------------- data
 # Per-task presentation, keyed by task key: this is data (the papers' tables are per task), not stage logic.
-# title: a heading; protocol: how our setup differs from the paper's for this task; reasons: the likely cause
-# of a disagreement with the paper; side: folders under reports/side/ that hold runs of this task.
+# title: a heading; protocol: how our setup differs from the paper's for this task (facts of the setup, not
+# conclusions: those come from the ledger); side: folders under reports/side/ that hold runs of this task.
 TASKS = {
     "imdb": {
         "title": "IMDB sentiment (seed 000, SwarmFormer)",
@@ -47,8 +57,6 @@ TASKS = {
             "The `cpu` profile trains 3 epochs on 2 CPU cores at 256 tokens (batch 48); seed 000 trained up to 20 epochs "
             "on an RTX 2080 Ti, Base at 768 tokens. The `paper` profile has the seed's settings.",
         ],
-        "reasons": "budget (the cpu profile's 3 epochs vs up to 20, validation accuracy still rising) and the seed's "
-                   "selection on the test split",
         "side": ["imdb_cpu_pipeline", "imdb_variants_cpu"],
     },
     "lra_text": {
@@ -58,13 +66,11 @@ TASKS = {
             "HSW's authors froze pretrained Longformer embeddings; ours are trainable byte embeddings from scratch.",
             "The LRA numbers are GPU/TPU runs of a few thousand steps; ours are CPU budgets of minutes.",
         ],
-        "reasons": "CPU budget of minutes vs LRA's full training runs",
     },
     "listops": {
         "title": "ListOps (LRA), generated here (seed 002 track)",
         "protocol": ["Expressions generated here with LRA's grammar and a seed, not LRA's released files.",
                      "CPU budgets of minutes vs LRA's GPU/TPU runs."],
-        "reasons": "CPU budget of minutes vs LRA's full training runs; our own generated data",
     },
     "clustering_direct": {
         "title": "Direct amortized clustering (seed 003 §4.1, Table 2)",
@@ -72,25 +78,21 @@ TASKS = {
                      "model on a P100); we report the validation loss of one seed at the profile's net budget, and the "
                      "test loss once.",
                      "The `cpu` profile shrinks the sets (the paper: 100-1000 points) and the budget to fit 2 CPU cores."],
-        "reasons": "net training budget (CPU seconds vs 60 GPU minutes) and smaller sets at the cpu profile",
     },
     "clustering_mog": {
         "title": "Parametrized amortized clustering, mixture of Gaussians (seed 003 §4.2, Table 3)",
         "protocol": ["Losses are minus the mean per-point log-likelihood (the paper prints log-likelihoods: "
                      "loss = -loglik).", "Seed 003 trains on 500,000 fresh tasks on a GPU; the `cpu` profile on far fewer."],
-        "reasons": "far fewer training tasks (CPU budget) than the paper's 500,000",
     },
     "mnist": {
         "title": "MNIST generation, bits/dim (seed 003 §4.3, SWARM Transformer)",
         "protocol": ["MNIST training images are approximate: the shipped file rebuilds them with 97.2% of pixels exact, "
                      "the rest off by at most 1/255.",
                      "Seed 003 gives no number; the anchors are the flows a reader knows, trained for days on GPUs."],
-        "reasons": "CPU budget of minutes vs days of GPU training; approximate training images",
     },
     "fashion_mnist": {
         "title": "Fashion-MNIST generation, bits/dim (seed 003 §4.3)",
         "protocol": ["Seed 003 gives no number for Fashion-MNIST."],
-        "reasons": "CPU budget",
     },
 }
 BENCHMARKS = {  # baseline "tasks" that are benchmarks: where our numbers are
@@ -117,7 +119,6 @@ RUNTIME_PREFIXES = ("latency", "throughput", "inference_time", "peak_memory", "t
                     "train_speedup", "inference_speedup")
 MEMORY_REASON = ("measure: ours is the forward's RSS increment on CPU with fused kernels (SDPA never materialises the N x N "
                  "scores); the paper's GPU figure does not say what it counts (weights, CUDA context, caching allocator)")
-HARDWARE_REASON = "hardware: our CPU (2 cores, process RSS) against the paper's GPU (CUDA events, GPU memory)"
 FIGURES = "report/figures"  # relative to reports/
 PLOTS = "report/plots"
 
@@ -147,9 +148,15 @@ def fmt(v, metric: str = "") -> str:
 
 
 def short(sha: str | None) -> str:
-    if not sha or sha == "unknown":
+    """A recorded commit string in a cell, read as every provenance is (``swarmlab.report.provenance``)."""
+    return prov_text(provenance({"git_commit": sha}))
+
+
+def prov_text(p) -> str:
+    """A provenance in a table cell: the short commit, and whether the code differed from it."""
+    if not p.commit:
         return "commit unknown"
-    return f"`{sha[:7]}{'-dirty' if sha.endswith('-dirty') else ''}`"
+    return f"`{p.commit[:7]}`" + (" (code differed from it)" if p.code_changed else "")
 
 
 def read_json(path: Path):
@@ -276,21 +283,27 @@ class TaskData:
         if not (train_dir / "metrics.json").is_file() and key == params.get("task") and _legacy(reports):
             train_dir, eval_dir, self.legacy = reports / "train", reports / "evaluate", True
         train, evaluate = read_json(train_dir / "metrics.json") or {}, read_json(eval_dir / "metrics.json") or {}
-        self.skipped = train.get("skipped") or evaluate.get("skipped") or ""  # the profile's reason (tasks.<key>.skip)
+        self.skipped = str(evaluate.get("skipped") or train.get("skipped") or "")  # a profile that skips the task says why
         self.train = {k: v for k, v in train.items() if isinstance(v, dict)}
         self.evaluate = {k: v for k, v in evaluate.items() if isinstance(v, dict)}
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
         self.eval_plots = sorted((eval_dir / "plots").glob("*.png"))
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
         self.data = read_json(reports / "data" / key / "metrics.json")
-        self.samples = sorted((reports / "sample" / key).glob("*.png"))
-        self.sample_files = sorted(p.name for p in (reports / "sample" / key).glob("*") if p.is_file())
+        self.samples = sorted((reports / "sample" / key).rglob("*.png"))  # <task>/<run>/samples.png
+        self.sample_files = sorted(p.relative_to(reports / "sample" / key).as_posix()
+                                   for p in (reports / "sample" / key).rglob("*") if p.is_file())
         self.frontier = sorted((reports / "frontier" / key).glob("*.png"))
-        self.models = sorted(set(self.train) | set(self.evaluate))
+        self.models = sorted(set(self.train) | set(self.evaluate))  # metrics keys: run names, or models (older layout)
         self.run_files = {m: read_json(outputs / "train" / key / m / "run.json") or
                           (read_json(outputs / "train" / m / "run.json") if self.legacy else None) or {}
                           for m in self.models}
         self.train_dir, self.eval_dir = train_dir, eval_dir
+
+    def model_of(self, key: str) -> str:
+        """The registered model of a metrics key: the entry's ``model``, or the key itself (layout before seeds)."""
+        entry = self.evaluate.get(key) or self.train.get(key) or {}
+        return str(entry.get("model") or key)
 
     @property
     def present(self) -> bool:
@@ -337,7 +350,8 @@ class Report:
         self.figure_dir: Path | None = None
         self.plot_files: dict[str, str] = {}  # reports/report/plots/... -> CSV text
         self.disagreements: list[list[str]] = []
-        self._closest: dict[tuple, tuple] = {}  # (task, model, metric, table) -> (|ours - paper|, row, beyond noise, rows compared)
+        self.uncalled: list[str] = []  # matched numbers without an interval
+        self._configs: dict[tuple, dict | None] = {}
         self.paper_runs = self._paper_runs()
         keys = set(params.get("tasks") or {}) | set(TASKS) | {b["task"] for b in self.baselines if b["task"] not in BENCHMARKS}
         for stage in ("train", "evaluate", "sweep", "data", "sample", "frontier"):
@@ -346,6 +360,18 @@ class Report:
         order = list(TASKS)
         self.keys = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
         self.tasks = {k: TaskData(k, params, self.reports, self.outputs) for k in self.keys}
+        seed = int(params.get("seed", 0))
+        self.results = {}  # task -> metrics key -> swarmlab.report.results.RunResult
+        for k in self.keys:
+            runs = read_task(self.reports, k, seed)
+            self.results[k] = {**{r.model: r for r in runs if r.seed == seed}, **{r.run: r for r in runs}}
+        root = self.reports.parent  # the work folder whose dvc.lock wrote these reports
+        self.stale = stale_stages(root) if (root / "dvc.lock").is_file() else {}
+        self.claims = load_claims()
+        self.ledgers = [Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)]
+        if (self.reports / "claims").is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
+            self.ledgers.insert(0, Ledger(self.reports / "claims", profile="claims", default_seed=seed,
+                                          source="reports/claims (scripts/claims.sh)", root=self.reports))
 
     # ---------------------------------------------------------------------------------------- helpers
     def _paper_runs(self) -> dict:
@@ -361,11 +387,15 @@ class Report:
         return run, run_id
 
     def provenance(self, t: TaskData, model: str) -> str:
+        """Run link, commit (one reader: ``swarmlab.report.provenance``), the command, and a stale mark."""
         run, run_id = self.run_of(t, model)
         link = self.ml.link(run) if run is not None else (f"run `{run_id[:8]}` (not in the store)" if run_id else "no MLflow run")
-        commit = (t.evaluate.get(model) or {}).get("git_commit") or (run.data.tags.get("git_commit") if run else None)
         stage = "evaluate" if model in t.evaluate else "train"
-        return f"{link} · {short(commit)} · `dvc repro {stage}@{t.key}`"
+        prov = provenance(t.evaluate.get(model) or t.train.get(model) or
+                          ({"git_commit": run.data.tags.get("git_commit")} if run is not None else None))
+        stale = self.stale.get(f"{stage}@{t.key}")
+        mark = f" · **stale** (rerun {', '.join(stale.rerun)})" if stale else ""
+        return f"{link} · {prov_text(prov)} · `dvc repro {stage}@{t.key}`{mark}"
 
     def figure(self, name: str, draw) -> Image | None:
         """Draw a figure into reports/report/figures/<name>.png (through ``draw(path)``); None if it fails."""
@@ -409,6 +439,8 @@ class Report:
                    "names the MLflow run that produced it, the git commit and the command. Paper numbers come from "
                    "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
                    "`python -m pipelines.paper_baselines`)."))
+        d.add(*ledger_blocks([decide_across(c, self.ledgers) for c in self.claims], self.reports, self.figure, self.embed))
+        d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(Heading(3, "What is missing"),
               Bullets([f"`{k}`: " + "; ".join(v) for k, v in self.missing_by_task.items()] + self.missing
@@ -461,8 +493,11 @@ class Report:
     def papers_section(self):
         d = Document("")
         d.add(Heading(2, "Our numbers beside the papers'"),
-              Para("Per task and per paper table: the paper's rows, then every model we ran on that task (the paper's "
-                   "own model where we have it). Empty cells: the paper or we do not report that number."))
+              Para("Per task and per paper table: the paper's rows, then our runs of the models the table names. Each paper "
+                   "row names the registered model and the config fields it fixes (`ours`, `overrides` in "
+                   "`pipelines/paper_baselines.yaml`); a run of ours is set against a row only when its effective config "
+                   "has every one of those fields (column *matches*), never against the closest row. Test numbers carry "
+                   "their 95% interval (bootstrap over the test items, or across seeds)."))
         tasks = [k for k in self.keys if any(b["task"] == k for b in self.baselines)]
         for k in tasks:
             t = self.tasks[k]
@@ -475,25 +510,31 @@ class Report:
                 metrics = []
                 for b in entries:
                     metrics += [m for m in b["metrics"] if not m.endswith("_std") and m not in metrics]
+                wanted = list(dict.fromkeys(b["ours"] for b in entries if b.get("ours")))
+                ours = [key for key in t.models if t.model_of(key) in wanted]
+                matched = {key: [b for b in entries if b.get("ours") == t.model_of(key)
+                                 and matches(b, self.config_of(k, t.model_of(key)))] for key in ours}
                 rows = []
                 for b in entries:
                     label = b["model"] + (f" ({b['config']})" if b.get("config") else "")
-                    rows.append([f"{label} — paper"] + [self.paper_cell(b, m) for m in metrics] + [self.paper_link(b)])
-                wanted = [b["ours"] for b in entries if b.get("ours")]
-                ours = t.models + [m for m in dict.fromkeys(wanted) if m not in t.models]
-                for model in ours:
-                    mark = " (the paper's model)" if model in wanted else ""
-                    if model not in t.models:
-                        rows.append([f"`{model}` — ours{mark}"] + ["not run"] + [""] * (len(metrics) - 1) + [
-                            f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"])
-                        continue
-                    rows.append([f"`{model}` — ours{mark}"] + [fmt(t.value(model, m), m) for m in metrics]
-                                + [self.provenance(t, model)])
-                    for b in entries:
-                        if b.get("ours") == model:
-                            self.compare(t, b, model)
+                    runs = [key for key in ours if b in matched[key]]
+                    rows.append([f"{label} — paper"] + [self.paper_cell(b, m) for m in metrics] + [
+                        ", ".join(f"`{r}`" for r in runs) if runs else self.no_match(k, b), self.paper_link(b)])
+                for key in ours:
+                    hits = matched[key]
+                    rows.append([f"`{key}` — ours"] + [self.our_cell(k, key, m) for m in metrics] + [
+                        ", ".join(f"`{b['key']}`" for b in hits) if hits else
+                        f"no row: its config ({self.config_text(k, t.model_of(key), entries)}) is none of the table's",
+                        self.provenance(t, key)])
+                    for b in hits:
+                        self.check_against(t, key, b)
+                missing = [m for m in wanted if not any(t.model_of(key) == m for key in t.models)]
+                for model in missing:
+                    rows.append([f"`{model}` — ours"] + ["not run"] + [""] * (len(metrics) - 1) + [
+                        "", f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"])
                 d.add(Heading(4, f"{self.sources[source].get('short', source)}: {where}"),
-                      Table(["model"] + metrics + ["source / run · commit · command"], rows, "l" + "r" * len(metrics) + "l"))
+                      Table(["model"] + metrics + ["matches", "source / run · commit · command"], rows,
+                            "l" + "r" * len(metrics) + "ll"))
                 notes = [f"{b['model']}: {b['note']}" for b in entries if b.get("note")]
                 if notes:
                     d.add(Bullets(notes))
@@ -504,50 +545,97 @@ class Report:
                 d.add(Para(f"No run of ours on `{k}` yet (see What is missing)."))
         return d.blocks
 
-    def compare(self, t: TaskData, entry: dict, model: str):
-        """Compare our run of a paper row's model with the row, metric by metric. Of several rows of one table that
-        our model matches (one per paper configuration), the closest one counts: a disagreement is reported when
-        even that one is beyond its noise."""
+    def config_of(self, task: str, model: str) -> dict | None:
+        """The effective config of ``model`` on ``task`` (registered defaults + the params' overrides); None when the
+        model cannot be built here."""
+        key = (task, model)
+        if key not in self._configs:
+            try:
+                built = model_registry.create_model(model, **model_overrides(self.params, task, model))
+                self._configs[key] = dataclasses.asdict(built.cfg)
+            except Exception:  # an unregistered model or a refused config: no match can be claimed
+                self._configs[key] = None
+        return self._configs[key]
+
+    def config_text(self, task: str, model: str, entries: list[dict]) -> str:
+        cfg = self.config_of(task, model) or {}
+        fields = sorted({f for b in entries for f in (b.get("overrides") or {})})
+        return ", ".join(f"{f}={cfg.get(f)}" for f in fields) or "unknown"
+
+    def no_match(self, task: str, entry: dict) -> str:
+        if not entry.get("ours"):
+            return "no counterpart here"
+        over = entry.get("overrides") or {}
+        spec = ", ".join(f"{k}: {v}" for k, v in over.items())
+        return (f"no matching run: set `tasks.{task}.model_overrides.{entry['ours']}` to `{{{spec}}}` in the profile "
+                f"(with `{entry['ours']}` in `tasks.{task}.models`), then `dvc repro evaluate@{task}`" if over else
+                f"no run: add `{entry['ours']}` to `tasks.{task}.models`, `dvc repro evaluate@{task}`")
+
+    def result_of(self, task: str, key: str):
+        return self.results.get(task, {}).get(key)
+
+    def our_interval(self, task: str, key: str, metric: str):
+        """(value, Interval or None) of one run's metric; an interval for test metrics with per-item scores."""
+        r = self.result_of(task, key)
+        if r is None:
+            return self.tasks[task].value(key, metric), None
+        value = r.value(metric) if r.value(metric) is not None else self.tasks[task].value(key, metric)
+        if metric.startswith("test_") and r.items is not None:
+            try:
+                return value, stats.bootstrap(r.items, metric[5:])
+            except (KeyError, ValueError):
+                pass
+        return value, None
+
+    def our_cell(self, task: str, key: str, metric: str) -> str:
+        value, iv = self.our_interval(task, key, metric)
+        if iv is not None:
+            return f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}]"
+        if value is not None and metric.startswith("test_") and not metric.startswith(RUNTIME_PREFIXES):
+            return f"{fmt(value, metric)} (no interval: no per-item scores)"
+        return fmt(value, metric)
+
+    def check_against(self, t: TaskData, key: str, entry: dict):
+        """Our run against a row it matches, metric by metric: a disagreement when our 95% interval lies outside the
+        paper's value give or take its stated noise (or its rounding); without an interval nothing is called."""
         m = entry["metrics"]
         for metric, paper in m.items():
             if metric.endswith("_std") or metric == "num_params":
                 continue
             if any(other < metric and m[other] == -paper for other in m if not other.endswith("_std")):
                 continue  # the same number under another name (loss = -log-likelihood)
-            ours = t.value(model, metric)
-            if ours is None:
+            value, iv = self.our_interval(t.key, key, metric)
+            if value is None:
                 continue
             std = m.get(f"{metric}_std")
             noise = std if std is not None else _rounding(paper)
-            reason = HARDWARE_REASON if metric.startswith(RUNTIME_PREFIXES) else \
-                TASKS.get(t.key, {}).get("reasons", "see the protocol differences")
             stated = f"± {fmt(std, metric)} (stated)" if std is not None else f"± {fmt(noise, metric)} (rounding; no noise stated)"
-            row = [f"`{t.key}`", f"`{model}` vs {entry['model']}{' (' + entry['config'] + ')' if entry.get('config') else ''}",
-                   metric, fmt(paper, metric), fmt(ours, metric), fmt(ours - paper, metric), stated,
-                   f"{entry['source']} {entry['where']}", reason]
-            key = (t.key, model, metric, entry["source"], entry["where"])
-            gap, n = abs(ours - paper), self._closest[key][3] + 1 if key in self._closest else 1
-            if key not in self._closest or gap < self._closest[key][0]:
-                self._closest[key] = (gap, row, gap > noise, n)
-            else:
-                self._closest[key] = (*self._closest[key][:3], n)
+            label = f"`{key}` vs {entry['model']}{' (' + entry['config'] + ')' if entry.get('config') else ''}"
+            if iv is None:
+                self.uncalled.append(f"`{t.key}` {label} {metric}: ours {fmt(value, metric)}, paper {fmt(paper, metric)} "
+                                     f"— no interval, so no call")
+                continue
+            if iv.lo > paper + noise or iv.hi < paper - noise:
+                self.disagreements.append([f"`{t.key}`", label, metric, fmt(paper, metric),
+                                           f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}]",
+                                           fmt(iv.value - paper, metric), stated, f"{entry['source']} {entry['where']}",
+                                           iv.test])
 
     def disagreement_section(self):
         d = Document("")
-        rows = []
-        for _, row, beyond, n in self._closest.values():
-            if beyond:
-                rows.append(row[:7] + [f"{row[7]} (the closest of {n} rows)" if n > 1 else row[7]] + row[8:])
-        rows += self.disagreements  # the benchmarks' (memory scaling)
         d.add(Heading(2, "Where we disagree with a paper beyond its stated noise"))
-        if not rows:
-            d.add(Para("No comparable number of ours differs from a paper's beyond its stated noise (or none is comparable yet)."))
-            return d.blocks
-        d.add(Para("Every metric where our run of the paper's model differs from the paper by more than the paper's stated "
-                   "standard deviation (or, where it states none, by more than the rounding of its printed number)."),
-              Table(["task", "model", "metric", "paper", "ours", "ours − paper", "paper's noise", "paper row", "likely reason"],
-                    rows, "lllrrrlll"))
-        self.disagreements = rows
+        if not self.disagreements:
+            d.add(Para("No matched number of ours has its 95% interval outside the paper's value ± its stated noise."))
+        else:
+            d.add(Para("Every metric where our run of a paper row's exact configuration has its 95% interval outside the "
+                       "paper's value ± the paper's stated standard deviation (or, where it states none, ± the rounding "
+                       "of its printed number). Why they differ is for the ledger and the protocol notes: budgets differ "
+                       "by profile."),
+                  Table(["task", "model", "metric", "paper", "ours [95%]", "ours − paper", "paper's noise", "paper row",
+                         "test / measure"], self.disagreements, "lllrrrlll"))
+        if self.uncalled:
+            d.add(Para("Matched numbers without an interval (their runs saved no per-item scores), so neither agreement "
+                       "nor disagreement is called:"), Bullets(self.uncalled))
         return d.blocks
 
     def cross_family_section(self):
@@ -556,8 +644,6 @@ class Report:
               Para("Every model run on a task, at that task's settings of the active profile: the same data, the same "
                    "engine, the same budget (the `stopped` column says which limit ended each run). Side runs (below "
                    "each table) used the same settings unless their README says otherwise."))
-        import models as model_registry
-
         for k in self.keys:
             t = self.tasks[k]
             if not t.models and not self._side_rows(k):
@@ -587,7 +673,7 @@ class Report:
                 d.add(Para(f"Side runs of `{k}` (not DVC outputs; their README gives the exact commands and settings):"),
                       Table(["model", "parameters", f"val {mon}", f"test {mon}", "train samples/s", "side run"], side, "lrrrrl"))
             if t.kind:
-                fitting = [m for m in model_registry.list_models(kind=t.kind) if m not in t.models]
+                fitting = [m for m in model_registry.list_models(kind=t.kind) if m not in {t.model_of(k) for k in t.models}]
                 if fitting:
                     d.add(Para(f"Registered `{t.kind}` models not run on `{k}` in the pipeline: "
                                + ", ".join(f"`{m}`" for m in fitting) + "."))
@@ -621,9 +707,6 @@ class Report:
         return found
 
     def _side_rows(self, key: str) -> list[list[str]]:
-        def known(commit):  # the folder's wall.json, written by whoever ran it, names the commit first; a run
-            return None if commit == "unknown" else commit  # outside git records "unknown"
-
         rows = []
         mon = self.tasks[key].monitor if key in self.tasks else "loss"
         for side in self._side_dirs():
@@ -639,7 +722,7 @@ class Report:
                                  fmt(a.get(f"val_{mon}"), mon), fmt(b.get(f"test_{mon}"), mon),
                                  fmt(a.get("train_samples_per_s")),
                                  f"[{rel(d, self.reports)}]({rel(side, self.reports)}/README.md) · "
-                                 f"{short((read_json(d / 'wall.json') or {}).get('commit') or known(b.get('git_commit')))}"])
+                                 f"{prov_text(provenance(b or a, d))}"])
         return rows
 
     def figures_section(self):
@@ -810,8 +893,6 @@ class Report:
             if spec.get("description"):
                 d.add(Para(spec["description"]))
             if not results:
-                from pipelines.ablate import grid_points
-
                 try:
                     points = [p["label"] for p in grid_points(self.params, name)]
                 except SwarmlabError as exc:
@@ -879,7 +960,7 @@ class Report:
                         continue
                     merged = {**a, **b}
                     rows.append([f"`{model}`", fmt(merged.get("num_params"), "num_params")] + [fmt(merged.get(m), m) for m in metrics]
-                                + [fmt(a.get("train_samples_per_s")), short(b.get("git_commit") or (read_json(folder / "wall.json") or {}).get("commit"))])
+                                + [fmt(a.get("train_samples_per_s")), prov_text(provenance(b or a, folder))])
                 d.add(Para(f"`{rel(folder, self.reports)}`:"),
                       Table(["model", "parameters"] + metrics + ["train samples/s", "commit"], rows,
                             "l" + "r" * (len(metrics) + 2) + "l"))

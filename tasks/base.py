@@ -31,6 +31,7 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -117,6 +118,25 @@ class Metrics(abc.ABC):
     def extras(self) -> dict:
         """JSON-able results beside the scalars (a confusion matrix, say); empty by default."""
         return {}
+
+    # Per-item scores, for intervals and paired tests over the test items (swarmlab.report.stats). Off by default:
+    # training passes keep nothing per row; the evaluate stage sets ``keep_items = True`` before its pass.
+    keep_items: bool = False
+
+    def _keep(self, name: str, values: torch.Tensor) -> None:
+        """Append one batch's per-row ``values`` (B,) of score ``name`` (detached, on the device: no host sync)."""
+        if self.keep_items:
+            store = self.__dict__.setdefault("_items", {})
+            store.setdefault(name, []).append(values.detach().double().reshape(-1))
+
+    def item_scores(self) -> dict[str, np.ndarray]:
+        """Per test item (row, in the order seen) scores of the last pass, one float64 array per score, named as
+        ``compute``'s keys whose mean they are (``accuracy`` 0/1, ``loss``, ``bits_per_dim``, ...). Needs
+        ``keep_items = True`` before the pass; a meter that scores no row on its own must say so."""
+        if not self.keep_items:
+            raise RuntimeError("item_scores() needs keep_items = True before the pass")
+        store = self.__dict__.get("_items") or {}
+        return {name: torch.cat(parts).cpu().numpy() if parts else np.zeros(0) for name, parts in store.items()}
 
 
 class LossMeter(Metrics):

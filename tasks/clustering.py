@@ -291,6 +291,10 @@ class DirectClusteringMeter(LossMeter):
         pred = logits.argmax(dim=-1)  # (B, N)
         slots = max(self.slots, logits.shape[-1])
         self.tables.append(contingency(batch["labels"], batch["mask"], pred, slots))
+        if self.keep_items:  # per task: its Hungarian-matched NLL (the loss); accuracy and ARI come from the tables
+            with _fp32(logits):
+                self._keep("loss", hungarian_matched_nll(F.log_softmax(logits.float(), dim=-1), batch["labels"],
+                                                         batch["mask"]))
         if self.example is None:
             self.example = {k: batch[k][0].detach().clone() for k in ("x", "labels", "mask", "k", "means", "covs")}
             self.example["probs"] = torch.softmax(logits[0].float(), dim=-1)  # (N, S)
@@ -298,6 +302,9 @@ class DirectClusteringMeter(LossMeter):
     def per_task(self) -> dict[str, np.ndarray]:
         tables = torch.cat(self.tables).cpu().numpy() if self.tables else np.zeros((0, self.slots, self.slots))
         return {"matched_accuracy": accuracy_from_tables(tables), "ari": ari_from_tables(tables)}
+
+    def item_scores(self) -> dict[str, np.ndarray]:
+        return {**super().item_scores(), **self.per_task()}
 
     def compute(self) -> dict[str, float]:
         out = super().compute()
@@ -322,6 +329,12 @@ class MogMeter(LossMeter):
         with torch.no_grad():
             oracle = mog_log_likelihood(batch["x"], batch["mask"], batch["pi"], batch["mu"], batch["sigma"]).double().sum()
         self.oracle_sum = oracle if self.oracle_sum is None else self.oracle_sum + oracle
+        if self.keep_items:  # per task: minus its mean per-point log-likelihood (the loss), and the log-likelihood
+            with torch.no_grad(), _fp32(outputs):
+                pi, mu, sigma = mog_params_from_output(outputs.detach().float(), self.num_clusters, DIM)
+                loglik = mog_log_likelihood(batch["x"], batch["mask"], pi, mu, sigma)  # (B,)
+            self._keep("loss", -loglik)
+            self._keep("loglik", loglik)
         if self.example is None:
             pi, mu, sigma = mog_params_from_output(outputs.detach()[:1].float(), self.num_clusters, DIM)
             self.example = {k: batch[k][0].detach().clone() for k in ("x", "mask", "pi", "mu", "sigma")}

@@ -187,6 +187,10 @@ class BitsPerDim(Metrics):
         self.dims = math.prod(outputs["logits"].shape[2:])  # C*H*W, from the shape: no host sync
         self.nats.index_add_(0, labels, nats)
         self.images.index_add_(0, labels, torch.ones_like(nats))
+        if self.keep_items:  # per image: nats per sub-pixel (the loss) and bits/dim
+            per_dim = nats / self.dims
+            self._keep("loss", per_dim)
+            self._keep("bits_per_dim", per_dim / math.log(2))
 
     def compute(self) -> dict[str, float]:
         if self.nats is None:

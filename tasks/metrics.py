@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from tasks.base import LossMeter
 
@@ -28,6 +29,11 @@ class ConfusionMatrix(LossMeter):
         if self.counts is None:
             self.counts = torch.zeros(self.num_classes**2, dtype=torch.long, device=preds.device)
         self.counts.index_add_(0, targets * self.num_classes + preds, torch.ones_like(preds))
+        if self.keep_items:  # per review: correct (0/1), prediction, truth, cross-entropy
+            self._keep("accuracy", preds == targets)
+            self._keep("pred", preds)
+            self._keep("label", targets)
+            self._keep("loss", F.cross_entropy(logits.detach().float(), targets, reduction="none"))
 
     @property
     def matrix(self) -> torch.Tensor:

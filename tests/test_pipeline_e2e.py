@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from swarmlab.report.claims import load_claims
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
 pytestmark = pytest.mark.slow
@@ -60,8 +61,18 @@ def test_smoke_profile_through_dvc(tmp_path):
         assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
         assert scored["approximate_train_images"] is (key == "mnist")
         assert (repo / "reports" / "sample" / key / "swarm_transformer_small-seed0" / "samples.png").is_file()
-    report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: our run beside the paper's, linked
-    assert "| `swarmformer_small` — ours (the paper's model) |" in report and "#/experiments/" in report
+    report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: the ledger, then our runs beside the papers'
+    assert "| `swarmformer_small-seed0` — ours |" in report and "#/experiments/" in report
+    assert report.split("\n## ")[1].startswith("Claims ledger")  # the report opens with the ledger
+    ledger = report.split("\n## Claims ledger")[1].split("\n### ")[0]
+    rows = [r.split(" | ") for r in ledger.splitlines() if r.startswith("| `s0")]
+    assert len(rows) == len(load_claims())
+    numbered = [r for r in rows if r[3] != "—"]  # column "ours (95% interval)"
+    assert numbered and all("[" in r[3] or r[3].endswith("(exact)") for r in numbered), numbered
+    small = next(r for r in rows if r[0].startswith("| `s000-small-accuracy`"))
+    assert small[7] in ("**not supported at this budget**", "**inconclusive**", "**supported**") and "bootstrap" in small[8]
+    for key in ("lra_text", "listops", "imdb", "mnist", "clustering_mog"):  # per-item test scores for every run
+        assert sorted(p.name for p in (repo / "reports" / "evaluate" / key / "items").glob("*.npz")), key
     assert (repo / "reports" / "report.html").is_file() and (repo / "reports" / "report" / "plots" / "curves" / "imdb").is_dir()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).

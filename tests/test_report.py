@@ -179,24 +179,52 @@ def test_dvc_yaml_runs_the_report_last_and_plots_its_data():
     assert "val_loss" in plots["reports/report/plots/curves"]["y"]
 
 
-def test_disagreements_use_the_closest_paper_row_and_its_stated_noise(tmp_path):
-    """A model that several rows of one paper table map to (one per configuration) disagrees only when even the
-    closest row is beyond its noise; a task that has not landed on this branch is read all the same."""
-    params = load_params(profile="smoke")
+def test_a_run_is_set_only_against_the_paper_rows_its_config_matches(tmp_path):
+    """Explicit mapping, no closest row: ISAB with 32 inducing points and a PMA head is compared with the ISAB (32) + PMA
+    row only; SWARM 768-20-1 with mean pooling with the (768-20-1) pooling row only; a disagreement needs our 95%
+    interval (from per-item scores) outside the paper's value ± its stated noise."""
+    import copy
+
+    import numpy as np
+
+    from swarmlab.report.testsplit import write_items
+
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["clustering_mog"]["model_overrides"] = {
+        "swarm": {"head": "mean", "dim_hidden": 768, "n_iter": 20},
+        "set_transformer_isab": {"head": "pma", "dim_hidden": 128, "num_inds": 32, "num_layers": 3}}
     reports = tmp_path / "reports"
-    for stage, metrics in (("train", {"swarm": {"val_loss": 1.51, "num_params": 300_000},
-                                      "set_transformer_isab": {"val_loss": 2.1, "num_params": 60_000}}),
-                           ("evaluate", {"swarm": {"test_loss": 1.5065, "test_loglik": -1.5065},  # = SWARM 512-20-1 pooling
-                                         "set_transformer_isab": {"test_loss": 2.0, "test_loglik": -2.0}})):
+    rng = np.random.default_rng(0)
+    loglik = {"swarm": -1.5065 + 0.001 * rng.standard_normal(400), "set_transformer_isab": -2.0 + 0.01 * rng.standard_normal(400)}
+    ev = {f"{m}-seed0": {"model": m, "seed": 0, "test_loss": float(-v.mean()), "test_loglik": float(v.mean()), "test_rows": 400}
+          for m, v in loglik.items()}
+    tr = {f"{m}-seed0": {"model": m, "seed": 0, "val_loss": 1.6, "num_params": 1000} for m in loglik}
+    for stage, metrics in (("train", tr), ("evaluate", ev)):
         (reports / stage / "clustering_mog").mkdir(parents=True)
         (reports / stage / "clustering_mog" / "metrics.json").write_text(json.dumps(metrics))
+
+    class Meter:
+        def __init__(self, v):
+            self.v = v
+
+        def item_scores(self):
+            return {"loglik": self.v, "loss": -self.v}
+
+    for m, v in loglik.items():
+        write_items(reports / "evaluate" / "clustering_mog", f"{m}-seed0", Meter(v), [0.01])
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     md = (reports / "REPORT.md").read_text()
+    table = md.split("#### Seed 003 (Vollgraf, SWARM mappings): Table 3")[1].split("\n#")[0]
+    isab16 = next(r for r in table.splitlines() if r.startswith("| Set Transformer ISAB (16) + PMA — paper"))
+    isab32 = next(r for r in table.splitlines() if r.startswith("| Set Transformer ISAB (32) + PMA — paper"))
+    assert "no matching run" in isab16 and "`set_transformer_isab-seed0`" in isab32
+    swarm = next(r for r in table.splitlines() if r.startswith("| `swarm-seed0` — ours"))
+    assert "`seed003/table3/swarm-768-20-1-pooling`" in swarm and "pma" not in swarm and "[" in swarm
     section = md.split("## Where we disagree")[1].split("\n## ")[0]
     rows = [r for r in section.splitlines() if r.startswith("| `clustering_mog`")]
-    assert len(rows) == 1, rows  # swarm matches a row within its noise; loss and -loglik count once
-    assert "`set_transformer_isab` vs Set Transformer ISAB (16) + pooling" in rows[0]
-    assert "± 0.073 (stated)" in rows[0] and "(the closest of 6 rows)" in rows[0]
+    assert len(rows) == 2, rows  # loss and -loglik count once per row
+    assert any("Set Transformer ISAB (32) + PMA" in r for r in rows) and not any("(16)" in r for r in rows)
+    assert any("SWARM + pooling (768-20-1)" in r and "± 0.0053 (stated)" in r for r in rows)
 
 
 @pytest.mark.parametrize("eval_name", ["eval_metrics.json", "evaluate_metrics.json"])
@@ -222,3 +250,16 @@ def test_the_budget_line_names_per_model_training_settings(tmp_path):
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     line = next(x for x in (reports / "REPORT.md").read_text().splitlines() if x.startswith("Budget") and "`transformer`" in x)
     assert line.rstrip(".").endswith("`transformer`: lr 0.0001")
+
+
+def test_a_task_the_profile_skips_is_reported_with_its_reason(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    for stage in ("train", "evaluate"):
+        (reports / stage / "listops").mkdir(parents=True)
+        (reports / stage / "listops" / "metrics.json").write_text(json.dumps({"skipped": "needs the `claims` profile"}))
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    assert "`listops`: skipped by profile `smoke`: needs the `claims` profile" in md
+    row = next(r for r in md.splitlines() if r.startswith("| `s002-beats-longformer-listops`"))
+    assert "**not testable here**" in row and "profile `smoke` skips `listops`: needs the `claims` profile" in row

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.report.provenance import code_commit
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
@@ -44,16 +44,7 @@ def tracking_uri() -> str:
 
 
 def git_commit() -> str:
-    """The current commit, with ``-dirty`` when the tree has uncommitted changes; ``unknown`` outside git.
-
-    ``$SWARMLAB_GIT_COMMIT``, when set, is returned instead: a checkout copied to a GPU machine may carry no .git,
-    or one that does not match the copied tree (seen: the session's first commit, marked dirty)."""
-    if os.environ.get("SWARMLAB_GIT_COMMIT"):
-        return os.environ["SWARMLAB_GIT_COMMIT"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    """The commit every run records: ``<sha>``, ``-dirty`` when tracked *code* differs from it (files under reports/,
+    data/, outputs/ and dvc.lock do not count); ``$SWARMLAB_GIT_COMMIT`` wins; ``unknown`` outside git. One function
+    for every writer (``swarmlab.report.provenance.code_commit``); readers use ``provenance``."""
+    return code_commit(REPO_ROOT)

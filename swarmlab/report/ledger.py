@@ -1,0 +1,504 @@
+"""The claims ledger: each claim of ``claims.yaml`` with a verdict computed from our metrics files.
+
+Verdicts (docs/reports.md):
+
+* **supported**: the 95% interval lies entirely on the claim's side (a threshold met by the interval's worse end; a
+  pairwise difference whose interval excludes 0 in the claimed direction; an "equal" pair whose interval lies within
+  the margin);
+* **inconclusive**: the interval contains the claim's boundary: nothing is called different, or met;
+* **not supported at this budget**: the interval excludes the claim, and our run is below the paper's budget (a
+  profile other than the claim's ``paper_profile``, or a smaller stand-in model);
+* **contradicted**: the interval excludes the claim at the paper's budget (for a pair: the opposite is significant);
+* **not testable here**: with the reason and what would make it testable;
+* **shown for judgement**: a figure claim whose figure exists (judged by eye, never by the code).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from swarmlab.report import stats
+from swarmlab.report.claims import Claim, models_of
+from swarmlab.report.provenance import Staleness, stage_of
+from swarmlab.report.results import RunResult, read_task, runs_from
+from swarmlab.report.testsplit import ITEMS
+
+SUPPORTED = "supported"
+INCONCLUSIVE = "inconclusive"
+BELOW_BUDGET = "not supported at this budget"
+CONTRADICTED = "contradicted"
+UNTESTABLE = "not testable here"
+SHOWN = "shown for judgement"
+VERDICTS = (SUPPORTED, INCONCLUSIVE, BELOW_BUDGET, CONTRADICTED, UNTESTABLE, SHOWN)
+EXACT = ("num_params",)  # counts, not measurements: no interval needed
+LOWER_IS_BETTER = ("loss", "bits_per_dim", "latency", "memory")
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the ledger."""
+
+    claim: Claim
+    verdict: str
+    why: str  # how the verdict follows from the numbers, or why none could be computed
+    ours: str = "—"  # "mean [lo, hi]" or the measured value
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    seeds: int = 0
+    test: str = ""
+    budget: str = ""
+    profile: str = ""
+    provenance: str = ""
+    stale: str = ""  # the staleness line of the number's stage, "" when current
+    figures: list[str] = dataclasses.field(default_factory=list)
+    found: bool = True  # False: no run, grid or figure of the claim's kind in this ledger's reports
+    source: str = ""  # where the numbers were read, when not the pipeline's reports/
+    compared: list[tuple[str, float, float, float]] = dataclasses.field(default_factory=list)  # (label, v, lo, hi)
+
+
+def fmt(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.4f}" if a < 1 else f"{v:.3f}"
+
+
+def _bare(metric: str) -> str:
+    return metric[5:] if metric.startswith("test_") else metric
+
+
+class Ledger:
+    """Decides every claim against the metrics under ``reports``."""
+
+    def __init__(self, reports: Path, *, profile: str, default_seed: int = 0, stale: dict[str, Staleness] | None = None,
+                 source: str = "", root: Path | None = None):
+        self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
+        self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
+        self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)
+        self.stale = stale or {}
+        self._tasks: dict[str, list[RunResult]] = {}
+
+    def runs(self, task: str) -> list[RunResult]:
+        if task not in self._tasks:
+            self._tasks[task] = read_task(self.reports, task, self.default_seed)
+        return self._tasks[task]
+
+    def rows(self, claims: list[Claim]) -> list[Row]:
+        return [self.decide(c) for c in claims]
+
+    # ----------------------------------------------------------------------------------------- deciding
+    def decide(self, claim: Claim) -> Row:
+        kind = claim.kind
+        row = getattr(self, f"_{kind}")(claim)
+        row.profile = row.profile or self.profile
+        return row
+
+    def _at_paper_budget(self, claim: Claim, models_used: list[tuple[list[str], str]]) -> bool:
+        return self.profile == claim.paper_profile and all(m == names[0] for names, m in models_used)
+
+    @staticmethod
+    def _excluded(at_paper: bool) -> str:
+        """The verdict of a claim its interval excludes: contradicted only at the paper's budget."""
+        return CONTRADICTED if at_paper else BELOW_BUDGET
+
+    def _pick(self, task: str, names) -> tuple[str | None, list[RunResult]]:
+        for name in models_of(names):
+            runs = [r for r in self.runs(task) if r.model == name]
+            if runs:
+                return name, runs
+        return None, []
+
+    def skipped(self, task: str) -> str:
+        """Why the active profile ran no model of ``task`` (its evaluate result says), or ""."""
+        data = _json(self.reports / "evaluate" / task / "metrics.json")
+        return str(data.get("skipped") or "") if isinstance(data, dict) else ""
+
+    def _no_run(self, task: str, names: str, c: Claim) -> str:
+        reason = self.skipped(task)
+        if reason:
+            return f"profile `{self.profile}` skips `{task}`: {reason}"
+        return (f"no run of {names} on `{task}` at profile `{self.profile}`: add it to tasks.{task}.models (profile "
+                f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{task}`")
+
+    def _stale_of(self, stage: str) -> str:
+        s = self.stale.get(stage)
+        return str(s) if s else ""
+
+    def _budget(self, runs: list[RunResult]) -> str:
+        tr = runs[0].train if runs else {}
+        parts = []
+        if tr.get("steps") is not None:
+            parts.append(f"{tr['steps']:,} steps")
+        if tr.get("train_time_s") is not None:
+            parts.append(f"{tr['train_time_s']:.0f} s net")
+        if tr.get("stopped"):
+            parts.append(f"stopped by {tr['stopped']}")
+        return ", ".join(parts)
+
+    def _interval(self, runs: list[RunResult], metric: str):
+        """(Interval | None, why-not)."""
+        name = _bare(metric)
+        if metric in EXACT:
+            v = runs[0].value(metric)
+            if v is None:
+                return None, f"no {metric} recorded"
+            return stats.Interval(v, v, v, len(runs), "exact (a count)"), ""
+        if len(runs) >= 2:
+            values = [r.value(metric) for r in runs]
+            if any(v is None for v in values):
+                return None, f"a seed lacks {metric}"
+            return stats.across_seeds(values), ""
+        r = runs[0]
+        if r.items is None:
+            return None, (f"per-item scores were not saved by this run (written before evaluate@ saved them): "
+                          f"`dvc repro evaluate@{r.task}`")
+        try:
+            iv = stats.bootstrap(r.items, name)
+        except KeyError:
+            return None, f"no per-item {name} in this run's items"
+        if r.reconstructed:
+            iv = dataclasses.replace(iv, test=iv.test + "; items rebuilt from the accuracy count")
+        return iv, ""
+
+    def _threshold(self, c: Claim) -> Row:
+        d = c.decided_by
+        model, runs = self._pick(d["task"], d["model"])
+        if not runs:
+            return Row(c, UNTESTABLE, self._no_run(d["task"], " or ".join(models_of(d["model"])), c), found=False)
+        if c.requires == "cuda" and not str(runs[0].test.get("device", "")).startswith("cuda"):
+            return Row(c, UNTESTABLE, f"needs a GPU: our run measured on `{runs[0].test.get('device', '?')}`",
+                       budget=self._budget(runs))
+        iv, why = self._interval(runs, d["metric"])
+        base = dict(seeds=len(runs), budget=self._budget(runs), provenance=str(runs[0].provenance),
+                    stale=self._stale_of(stage_of("evaluate", d["task"])))
+        if iv is None:
+            return Row(c, UNTESTABLE, f"`{model}` recorded {fmt(runs[0].value(d['metric']))} but no interval: {why}",
+                       **base)
+        at_paper = self._at_paper_budget(c, [(models_of(d["model"]), model)])
+        op, v = d["op"], d["value"]
+        if op == "==":
+            met, excluded = iv.lo <= v <= iv.hi, not (iv.lo <= v <= iv.hi)
+        elif op in (">=", ">"):
+            met = iv.lo >= v if op == ">=" else iv.lo > v
+            excluded = iv.hi < v if op == ">=" else iv.hi <= v
+        else:
+            met = iv.hi <= v if op == "<=" else iv.hi < v
+            excluded = iv.lo > v if op == "<=" else iv.lo >= v
+        ours = f"{fmt(iv.value)} (exact)" if iv.lo == iv.hi else f"{fmt(iv.value)} [{fmt(iv.lo)}, {fmt(iv.hi)}]"
+        if met:
+            verdict, why = SUPPORTED, f"the interval's worse end meets {op} {fmt(v)}"
+        elif excluded:
+            verdict = self._excluded(at_paper)
+            why = f"the interval excludes {op} {fmt(v)}" + ("" if at_paper else f" (`{model}` at profile `{self.profile}`, "
+                                                                                 f"below the paper's budget: `{c.paper_profile}`)")
+        else:
+            verdict, why = INCONCLUSIVE, f"the interval contains {fmt(v)}"
+        return Row(c, verdict, why, ours=ours, value=iv.value, lo=iv.lo, hi=iv.hi, test=iv.test,
+                   compared=[(f"{model}", iv.value, iv.lo, iv.hi), ("paper", v, v, v)], **base)
+
+    def _pairwise(self, c: Claim) -> Row:
+        d = c.decided_by
+        if d.get("grid"):  # two points of an ablation grid (their labels)
+            a, b = models_of(d["a"])[0], models_of(d["b"])[0]
+            ra, rb, why = self._grid_pair(d["grid"], a, b)
+            if ra is None:
+                return Row(c, UNTESTABLE, why, found=False)
+        else:
+            a, ra = self._pick(d["task"], d["a"])
+            b, rb = self._pick(d["task"], d["b"])
+        missing = [" or ".join(models_of(x)) for x, r in ((d["a"], ra), (d["b"], rb)) if not r]
+        if missing:
+            return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c), found=False)
+        metric = d["metric"]
+        seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
+        base = dict(seeds=len(seeds), budget=f"{d['protocol']}; " + self._budget(ra),
+                    provenance=f"{a}: {ra[0].provenance}; {b}: {rb[0].provenance}",
+                    stale=self._stale_of(stage_of("evaluate", d["task"])))
+        if not seeds:
+            return Row(c, UNTESTABLE, f"`{a}` and `{b}` share no seed", **base)
+        ra = [r for r in ra if r.seed in seeds]
+        rb = [r for r in rb if r.seed in seeds]
+        diff, why = self._difference(ra, rb, metric)
+        if diff is None:
+            va, vb = ra[0].value(metric), rb[0].value(metric)
+            return Row(c, UNTESTABLE, f"recorded {a} {fmt(va)} vs {b} {fmt(vb)}, but no test: {why}", **base)
+        at_paper = self._at_paper_budget(c, [(models_of(d["a"]), a), (models_of(d["b"]), b)])
+        direction, margin = d["direction"], d.get("margin", 0.0)
+        lo, hi = diff.lo, diff.hi
+        if direction == "a_higher":
+            met, opposite = lo > 0, hi < 0
+        elif direction == "a_lower":
+            met, opposite = hi < 0, lo > 0
+        elif direction == "a_not_worse":
+            met, opposite = lo > -margin, hi < -margin
+        else:  # equal within the margin
+            met, opposite = (lo > -margin and hi < margin), (lo > margin or hi < -margin)
+        va, vb = (self._mean(ra, metric), self._mean(rb, metric))
+        ours = f"{a} {fmt(va)} vs {b} {fmt(vb)}: Δ {fmt(diff.diff)} " + (
+            "(exact)" if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]")
+        shown_p = "exact" if diff.test.startswith("exact") else f"p = {diff.p:.3g}"
+        wanted = {"a_higher": f"{a} > {b}", "a_lower": f"{a} < {b}", "a_not_worse": f"{a} ≥ {b} − {margin}",
+                  "equal": f"|{a} − {b}| < {margin}"}[direction]
+        if met:
+            verdict, why = SUPPORTED, f"the difference shows {wanted} ({shown_p})"
+        elif opposite:
+            verdict = self._excluded(at_paper)
+            why = (f"the difference excludes {wanted} ({shown_p})" +
+                   ("" if at_paper else f"; profile `{self.profile}` is below the paper's budget (`{c.paper_profile}`)"))
+        else:
+            verdict = INCONCLUSIVE
+            why = (f"no significant difference: the interval [{fmt(lo)}, {fmt(hi)}] contains "
+                   f"{'0' if direction in ('a_higher', 'a_lower') else 'the margin'}; neither is called better")
+        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=lo, hi=hi, test=diff.test,
+                   compared=[(f"{a} − {b}", diff.diff, lo, hi)], **base)
+
+    @staticmethod
+    def _mean(runs: list[RunResult], metric: str):
+        if metric == "latency_ms_per_batch":
+            values = [r.value("latency_ms_mean") for r in runs]
+        else:
+            values = [r.value(metric) for r in runs]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def _difference(self, ra: list[RunResult], rb: list[RunResult], metric: str):
+        """(Difference | None, why-not) of a - b, matched by seed."""
+        if metric in EXACT:
+            va, vb = ra[0].value(metric), rb[0].value(metric)
+            if va is None or vb is None:
+                return None, f"no {metric} recorded"
+            return stats.Difference(va - vb, va - vb, va - vb, 0.0 if va != vb else 1.0, 1, "exact (counts)"), ""
+        if len(ra) >= 2:
+            key = "latency_ms_mean" if metric == "latency_ms_per_batch" else metric
+            va, vb = [r.value(key) for r in ra], [r.value(key) for r in rb]
+            if any(v is None for v in va + vb):
+                return None, f"a seed lacks {metric}"
+            return stats.paired_seeds(va, vb), ""
+        a, b = ra[0], rb[0]
+        if metric == "latency_ms_per_batch":
+            ia, ib = a.items or {}, b.items or {}
+            if "batch_latency_ms" not in ia or "batch_latency_ms" not in ib:
+                return None, f"one timing per run and no per-batch latencies saved: `dvc repro evaluate@{a.task}`"
+            if len(ia["batch_latency_ms"]) != len(ib["batch_latency_ms"]):
+                return None, "the two runs timed different batches: no paired test"
+            return stats.paired_bootstrap({"t": ia["batch_latency_ms"]}, {"t": ib["batch_latency_ms"]}, "t"), ""
+        if not metric.startswith("test_"):
+            return None, f"{metric} is one measurement per run: a test needs 2 or more seeds (tasks.{a.task}.seeds)"
+        if a.items is None or b.items is None:
+            return None, (f"per-item scores were not saved by these runs (written before evaluate@ saved them): "
+                          f"`dvc repro evaluate@{a.task}`")
+        name = _bare(metric)
+        try:
+            if a.reconstructed or b.reconstructed:
+                return stats.unpaired_bootstrap(a.items, b.items, name), ""
+            return stats.paired_bootstrap(a.items, b.items, name), ""
+        except KeyError:
+            return None, f"no per-item {name} in the runs' items"
+        except ValueError as exc:
+            return None, str(exc)
+
+    def _ratio(self, c: Claim) -> Row:
+        d = c.decided_by
+        num, why = self._measure(d, d["numerator"])
+        den, why2 = self._measure(d, d["denominator"]) if d.get("denominator") else (1.0, "")
+        stage = "memory_scaling" if d["source"] == "memory_scaling" else ""
+        if num is None or den is None:
+            return Row(c, UNTESTABLE, why or why2, stale=self._stale_of(stage) if stage else "",
+                       found=not (why or why2).startswith("no "))
+        value, op, target = num / den, d["op"], d["value"]
+        met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target,
+               "==": value == target}[op]
+        label = (f"{models_of(d['numerator']['model'])[0]} / {models_of(d['denominator']['model'])[0]}"
+                 if d.get("denominator") else models_of(d["numerator"]["model"])[0])
+        where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
+        verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
+        why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
+               f"{'true' if met else 'false'} ({where})")
+        return Row(c, verdict, why, ours=f"{fmt(value)} (one measurement)", value=value, test="one benchmark measurement",
+                   budget=f"{d['numerator']['tokens']:,} tokens", stale=self._stale_of(stage) if stage else "",
+                   compared=[(label, value, value, value), ("paper", target, target, target)])
+
+    def _measure(self, d: dict, sel: dict):
+        if d["source"] == "memory_scaling":
+            path = self.reports / "memory_scaling" / "results.json"
+            data = _json(path)
+            if not data:
+                return None, "no reports/memory_scaling/results.json: `dvc repro memory_scaling`"
+            names = models_of(sel["model"])
+            for name in names:
+                for p in data.get("points") or []:
+                    if p.get("model") == name and p.get("tokens") == sel["tokens"]:
+                        if p.get("status") != "ok":
+                            predicted = (f"; its own prediction is {p['predicted_bytes'] / 1e9:,.1f} GB, not a measurement"
+                                         if isinstance(p.get("predicted_bytes"), (int, float))
+                                         and "predicted" not in str(p.get("message")) else "")
+                            return None, (f"`{name}` at {sel['tokens']:,} tokens was not measured: "
+                                          f"{p.get('message') or p.get('status')}{predicted} (needs a machine with that "
+                                          f"memory)")
+                        field = {"memory_gb": p.get("increment_bytes", 0) / 1e9, "time_s": p.get("time_s")}.get(sel["field"])
+                        return field, ""
+            return None, f"`{names[0]}` at {sel['tokens']:,} tokens is not in the benchmark's grid"
+        path = self.reports / d["path"]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            return None, f"no {path}"
+        for header, cells in _md_rows(text):
+            row = dict(zip(header, cells))
+            if row.get("model") == sel["model"] and row.get("L") == str(sel["tokens"]):
+                try:
+                    return float(row[sel["field"]].replace(",", "")), ""
+                except (KeyError, ValueError):
+                    return None, f"no number in column {sel['field']!r} of {path}"
+        return None, f"no row {sel['model']} at L = {sel['tokens']} in {path}"
+
+    def _ablation(self, grid: str):
+        return _json(self.reports / "ablations" / grid / "results.json")
+
+    def _point_runs(self, grid: str, res: dict, label: str, model: str | None = None):
+        """(runs of one finished point, or None, why-not): its evaluate/train entries per seed, with the items the
+        ablate command copied to ``reports/ablations/<grid>/items/<point>/``."""
+        point = next((p for p in res.get("points") or [] if p.get("label") == label), None)
+        if point is None or point.get("status") != "ok":
+            return None, (f"point `{label}` of grid `{grid}` has no result: "
+                          f"`python -m pipelines.ablate --grid {grid} --resume`")
+        runs = runs_from(res.get("task") or "", point.get("evaluate") or {}, point.get("train") or {},
+                         self.reports / "ablations" / grid / ITEMS / point.get("point", ""), self.default_seed)
+        if model:
+            runs = [r for r in runs if r.model == model] or runs
+        return (runs or None), ("" if runs else f"point `{label}` of grid `{grid}` holds no metrics")
+
+    def _grid_pair(self, grid: str, a: str, b: str, model: str | None = None):
+        """Matched-seed runs of two points of an ablation grid: (ra, rb, why-not)."""
+        res = self._ablation(grid)
+        if not res:
+            return None, None, f"the ablation was not run: `python -m pipelines.ablate --grid {grid} --profile claims`"
+        ra, why = self._point_runs(grid, res, a, model)
+        if ra is None:
+            return None, None, why
+        rb, why = self._point_runs(grid, res, b, model)
+        if rb is None:
+            return None, None, why
+        seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
+        if not seeds:
+            return None, None, f"points `{a}` and `{b}` share no seed"
+        return [r for r in ra if r.seed in seeds], [r for r in rb if r.seed in seeds], ""
+
+    def _delta(self, c: Claim) -> Row:
+        d = c.decided_by
+        ra, rb, why = self._grid_pair(d["grid"], d["with"], d["without"], d["model"])
+        if ra is None:
+            return Row(c, UNTESTABLE, why, found=False)
+        diff, why = self._difference(ra, rb, d["metric"])
+        if diff is None:
+            return Row(c, UNTESTABLE, f"recorded with {fmt(self._mean(ra, d['metric']))} vs without "
+                                      f"{fmt(self._mean(rb, d['metric']))}, but no test: {why}", seeds=len(ra))
+        low, high = d["low"], d["high"]
+        at_paper = self.profile == c.paper_profile
+        ours = f"Δ {fmt(diff.diff)} [{fmt(diff.lo)}, {fmt(diff.hi)}]"
+        if diff.lo >= low and diff.hi <= high:
+            verdict, why = SUPPORTED, f"the gain's interval lies within [{low}, {high}]"
+        elif diff.hi < low or diff.lo > high:
+            verdict = self._excluded(at_paper)
+            why = f"the gain's interval lies outside [{low}, {high}]" + (
+                "" if at_paper else f" (profile `{self.profile}`, below the paper's budget)")
+        else:
+            verdict, why = INCONCLUSIVE, f"the gain's interval overlaps [{low}, {high}] without lying within it"
+        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=diff.lo, hi=diff.hi, test=diff.test, seeds=len(ra),
+                   budget=f"{d['protocol']}; " + self._budget(ra), compared=[("with − without", diff.diff, diff.lo, diff.hi)])
+
+    def _best_of(self, c: Claim) -> Row:
+        d = c.decided_by
+        res = self._ablation(d["grid"])
+        if not res:
+            return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} "
+                                      f"--profile claims`", found=False)
+        metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
+        scored = {}
+        for p in res.get("points") or []:
+            runs, _ = self._point_runs(d["grid"], res, p.get("label"))
+            if runs and self._mean(runs, metric) is not None:
+                scored[p["label"]] = runs
+        claimed = [k for k in scored if k in d["best"]]
+        others = [k for k in scored if k not in d["best"]]
+        if not claimed or not others:
+            return Row(c, UNTESTABLE, f"grid `{d['grid']}` lacks finished points on both sides of the claim")
+        best_claimed = max(claimed, key=lambda k: sign * self._mean(scored[k], metric))
+        best_other = max(others, key=lambda k: sign * self._mean(scored[k], metric))
+        ra, rb, why = self._grid_pair(d["grid"], best_claimed, best_other)
+        diff, why = self._difference(ra, rb, metric) if ra else (None, why)
+        if diff is None:
+            return Row(c, UNTESTABLE, f"recorded {best_claimed} {fmt(self._mean(scored[best_claimed], metric))} vs "
+                                      f"{best_other} {fmt(self._mean(scored[best_other], metric))}, but no test: {why}")
+        lo, hi = sorted((sign * diff.lo, sign * diff.hi))
+        if lo > 0:
+            verdict, why = SUPPORTED, f"{best_claimed} is significantly better than the best other point, {best_other}"
+        elif hi < 0:
+            verdict = self._excluded(self.profile == c.paper_profile)
+            why = f"{best_other} is significantly better than every point the paper names"
+        else:
+            verdict, why = INCONCLUSIVE, (f"{best_claimed} and {best_other} (the best point outside the claim) do not "
+                                          f"differ significantly")
+        return Row(c, verdict, why, ours=f"{best_claimed} vs {best_other}: Δ {fmt(sign * diff.diff)} [{fmt(lo)}, {fmt(hi)}]",
+                   value=sign * diff.diff, lo=lo, hi=hi, test=diff.test, seeds=len(ra),
+                   compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)])
+
+    def _figure(self, c: Claim) -> Row:
+        d = c.decided_by
+        found = sorted(self.reports.glob(d["glob"]))
+        if not found:
+            return Row(c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`", found=False)
+        return Row(c, SHOWN, "a judgement by eye: the grid is shown below the ledger",
+                   figures=[p.relative_to(self.root).as_posix() for p in found],
+                   stale=self._stale_of(stage_of("sample", d["task"])))
+
+    def _untestable(self, c: Claim) -> Row:
+        d = c.decided_by
+        return Row(c, UNTESTABLE, f"{d['reason']}; would take: {d['command']}")
+
+
+def _json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _md_rows(text: str):
+    """(header, cells) of every data row of the Markdown pipe tables in ``text``."""
+    header = None
+    for line in text.splitlines():
+        s = line.strip()
+        if not s.startswith("|"):
+            header = None
+            continue
+        cells = [x.strip() for x in s.strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif all(set(x) <= set("-: ") for x in cells):
+            continue
+        else:
+            yield header, cells
+
+
+def decide_across(claim: Claim, ledgers: list[Ledger]) -> Row:
+    """The claim decided by the first ledger (in order of preference: the larger budget first) that has its runs;
+    when none has, the last ledger's row, naming what each would need."""
+    missing = []
+    for ledger in ledgers:
+        row = ledger.decide(claim)
+        if row.found:
+            row.source = ledger.source
+            return row
+        missing.append(row)
+    row = missing[-1]
+    if len(missing) > 1:
+        row.why += " · " + "; ".join(f"{ledger.source}: {r.why}" for ledger, r in zip(ledgers[:-1], missing[:-1]))
+    return row

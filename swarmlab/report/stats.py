@@ -1,0 +1,176 @@
+"""Intervals and paired tests for the ledger. Every result says which test made it.
+
+* one run: a **percentile bootstrap over the test items** (``bootstrap``), resampling items with replacement;
+* several seeds of one model: a **t-interval across seeds** (``across_seeds``: the mean of the per-seed test
+  metrics, Student's t with n - 1 degrees of freedom; n >= 2);
+* two models, one seed each: a **paired bootstrap over the same test items** (``paired_bootstrap``): the items are
+  resampled together, so per-item difficulty cancels;
+* two models with several matched seeds each: a **paired t-test across seeds** (``paired_seeds``) on the per-seed
+  differences.
+
+Resampling is deterministic: the generator is seeded (``SEED``), so the same scores give the same interval. Metrics
+that are not a mean over items (precision, recall, F1 of the positive class) are recomputed on each resample from
+the items' predictions and labels (``statistic``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+SEED = 0
+RESAMPLES = 2000
+LEVEL = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A value with its ``level`` interval [lo, hi] and the test that made it."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int  # test items (bootstrap) or seeds (across seeds)
+    test: str
+
+    def excludes(self, x: float) -> bool:
+        return x < self.lo or x > self.hi
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """``a - b`` with its interval, a two-sided p-value and the test; ``significant``: the interval excludes 0."""
+
+    diff: float
+    lo: float
+    hi: float
+    p: float
+    n: int
+    test: str
+
+    @property
+    def significant(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+
+
+def _f1_parts(pred: np.ndarray, label: np.ndarray, positive: int = 1) -> tuple[float, float, float]:
+    tp = float(np.sum((pred == positive) & (label == positive)))
+    pp, ap = float(np.sum(pred == positive)), float(np.sum(label == positive))
+    precision = tp / pp if pp else 0.0
+    recall = tp / ap if ap else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+PAIRED_METRICS = {"precision": 0, "recall": 1, "f1": 2}  # computed from (pred, label), not a mean over items
+
+
+def statistic(items: dict[str, np.ndarray], metric: str):
+    """``(columns, fn)``: the item columns ``metric`` needs and the function of (resampled) columns giving it.
+
+    ``metric`` is a test metric's name without ``test_`` (``accuracy``, ``loss``, ``f1``...). A name with a column of
+    its own is the column's mean; precision / recall / F1 come from the predictions and labels. Raises KeyError when
+    the items cannot give ``metric``."""
+    if metric in items:
+        return [metric], lambda cols: float(np.mean(cols[0]))
+    if metric in PAIRED_METRICS and "pred" in items and "label" in items:
+        k = PAIRED_METRICS[metric]
+        return ["pred", "label"], lambda cols: _f1_parts(cols[0], cols[1])[k]
+    raise KeyError(metric)
+
+
+def _mean_fn(columns: list[str]):
+    return len(columns) == 1  # a plain mean: resample with one matrix product instead of a Python loop
+
+
+def _indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, n)
+
+
+def bootstrap(items: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES, level: float = LEVEL,
+              seed: int = SEED) -> Interval:
+    """Percentile bootstrap over the test items of one run."""
+    columns, fn = statistic(items, metric)
+    cols = [np.asarray(items[c]) for c in columns]
+    n = len(cols[0])
+    if n == 0:
+        raise ValueError(f"no test items for {metric}")
+    value = fn(cols)
+    idx = _indices(n, resamples, seed)
+    if _mean_fn(columns):
+        draws = cols[0][idx].mean(axis=1)
+    else:
+        draws = np.array([fn([c[i] for c in cols]) for i in idx])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(value, float(lo), float(hi), n, f"percentile bootstrap over {n} test items ({resamples} resamples)")
+
+
+def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
+    """t-interval of the mean of per-seed values (n >= 2)."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 2:
+        raise ValueError("an interval across seeds needs at least 2 seeds")
+    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(n))
+    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * se
+    return Interval(mean, mean - half, mean + half, n, f"t-interval across {n} seeds")
+
+
+def paired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES,
+                     level: float = LEVEL, seed: int = SEED) -> Difference:
+    """``metric(a) - metric(b)`` on the same test items, resampled together; p = twice the smaller tail of the
+    resampled differences beyond 0 (at least 1 / resamples)."""
+    columns, fn = statistic(a, metric)
+    statistic(b, metric)
+    ca, cb = [np.asarray(a[c]) for c in columns], [np.asarray(b[c]) for c in columns]
+    n = len(ca[0])
+    if len(cb[0]) != n:
+        raise ValueError(f"the two runs scored {n} and {len(cb[0])} test items: a paired test needs the same items")
+    diff = fn(ca) - fn(cb)
+    idx = _indices(n, resamples, seed)
+    if _mean_fn(columns):
+        draws = (ca[0] - cb[0])[idx].mean(axis=1)
+    else:
+        draws = np.array([fn([c[i] for c in ca]) - fn([c[i] for c in cb]) for i in idx])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
+    return Difference(float(diff), float(lo), float(hi), float(p), n,
+                      f"paired bootstrap over {n} shared test items ({resamples} resamples)")
+
+
+def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Difference:
+    """Paired t-test on matched seeds' differences ``a_k - b_k`` (n >= 2)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n = len(d)
+    if n < 2:
+        raise ValueError("a paired test across seeds needs at least 2 matched seeds")
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
+    if se == 0:
+        return Difference(mean, mean, mean, 0.0 if mean else 1.0, n, f"paired t-test across {n} matched seeds")
+    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * se
+    p = float(2 * sps.t.sf(abs(mean / se), n - 1))
+    return Difference(mean, mean - half, mean + half, p, n, f"paired t-test across {n} matched seeds")
+
+
+def unpaired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES,
+                       level: float = LEVEL, seed: int = SEED) -> Difference:
+    """``metric(a) - metric(b)`` with the two runs' items resampled independently: for runs whose items cannot be
+    paired (rebuilt from counts). Wider than the paired test: it cannot cancel per-item difficulty."""
+    columns, fn = statistic(a, metric)
+    statistic(b, metric)
+    ca, cb = [np.asarray(a[c]) for c in columns], [np.asarray(b[c]) for c in columns]
+    na, nb = len(ca[0]), len(cb[0])
+    ia, ib = _indices(na, resamples, seed), _indices(nb, resamples, seed + 1)
+    if _mean_fn(columns):
+        draws = ca[0][ia].mean(axis=1) - cb[0][ib].mean(axis=1)
+    else:
+        draws = np.array([fn([c[i] for c in ca]) - fn([c[j] for c in cb]) for i, j in zip(ia, ib)])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
+    return Difference(float(fn(ca) - fn(cb)), float(lo), float(hi), float(p), min(na, nb),
+                      f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)")

@@ -1,0 +1,76 @@
+"""Staleness: a number whose stage's dependencies changed since dvc.lock was written is marked stale, with the stages
+to rerun; the committed report lists exactly the stages that are stale against the committed code and dvc.lock."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.common.params import load_params
+from pipelines.report import write_report
+from swarmlab.report.provenance import file_md5, stale_stages
+from swarmlab.report.render import stale_listed
+from tests.conftest import REPO_ROOT
+from tests.test_report import TASK, fake_reports
+
+DVC = shutil.which("dvc") or str(Path(os.sys.executable).with_name("dvc"))
+
+
+def test_the_committed_report_marks_as_stale_exactly_what_is_stale():
+    """CI: REPORT.md, as committed, lists the stages whose dependencies differ from the committed dvc.lock; so a stale
+    number can never look current. Fails when code changed after the report was written: rerun
+    `python -m pipelines.report` (and `dvc repro` to make the numbers current)."""
+    listed = stale_listed((REPO_ROOT / "reports" / "REPORT.md").read_text(encoding="utf-8"))
+    assert listed == set(stale_stages(REPO_ROOT)), "reports/REPORT.md is out of date: rerun python -m pipelines.report"
+
+
+@pytest.mark.skipif(not Path(DVC).exists(), reason="dvc is not installed")
+def test_our_hashes_are_dvc_s_and_a_changed_file_or_param_marks_the_stage_and_its_dependants(tmp_path):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "a.py").write_text("A = 1\n")
+    (tmp_path / "code" / "__pycache__").mkdir()
+    (tmp_path / "code" / "__pycache__" / "a.cpython.pyc").write_bytes(b"\0")  # ignored, as .dvcignore says
+    (tmp_path / "b.py").write_text("B = 2\n")
+    (tmp_path / "params.yaml").write_text("x: 1\ny: {z: 2}\n")
+    (tmp_path / ".dvcignore").write_text("__pycache__/\n*.pyc\n")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "first": {"cmd": "cat code/a.py > out1.txt", "deps": ["code"], "params": ["x"], "outs": ["out1.txt"]},
+        "second": {"cmd": "cat out1.txt b.py > out2.txt", "deps": ["out1.txt", "b.py"], "params": ["y.z"],
+                   "outs": ["out2.txt"]}}}))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for cmd in (["init", "--no-scm", "-q"], ["repro", "-q"]):
+        subprocess.run([DVC, *cmd], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
+    assert stale_stages(tmp_path) == {}
+    (tmp_path / "code" / "a.py").write_text("A = 3\n")
+    stale = stale_stages(tmp_path)
+    assert set(stale) == {"first", "second"} and stale["first"].changed == ["code"]
+    assert stale["second"].changed == [] and stale["second"].rerun == ["first", "second"]
+    (tmp_path / "code" / "a.py").write_text("A = 1\n")
+    (tmp_path / "params.yaml").write_text("x: 1\ny: {z: 5}\n")
+    stale = stale_stages(tmp_path)
+    assert set(stale) == {"second"} and stale["second"].changed == ["params y.z"]
+
+
+def test_changing_a_code_file_after_a_run_marks_its_numbers_stale_in_the_report(tmp_path):
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    code = tmp_path / "pipelines" / "evaluate.py"
+    code.parent.mkdir()
+    code.write_text("# the evaluate stage\n")
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
+        f"evaluate@{TASK}": {"cmd": "python -m pipelines.evaluate", "deps": [
+            {"path": "pipelines/evaluate.py", "hash": "md5", "md5": file_md5(code), "size": code.stat().st_size}],
+            "outs": [{"path": f"reports/evaluate/{TASK}/items", "hash": "md5", "md5": "x.dir"}]}}}))
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    assert stale_listed(md) == set() and "**stale**" not in md
+    code.write_text("# the evaluate stage, changed after the run\n")
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    assert stale_listed(md) == {f"evaluate@{TASK}"}
+    rows = [line for line in md.splitlines() if line.startswith("| `transformer` |") and f"evaluate@{TASK}" in line]
+    assert rows and all(f"**stale** (rerun evaluate@{TASK})" in r for r in rows)
