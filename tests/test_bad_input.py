@@ -283,7 +283,7 @@ def test_a_raised_max_epochs_continues_a_finished_run(good, tmp_path):
 
 
 STAGES = [("prepare", "data/prepared", ()), ("augment", "data/augmented", ()), ("tokenize", "data/tokenized", ()),
-          ("train", "outputs/train/imdb", ("--no-tracking",)), ("evaluate", "reports/evaluate/imdb", ("--no-tracking",))]
+          ("train", "outputs/train/imdb", ("--no-tracking", "--restart")), ("evaluate", "reports/evaluate/imdb", ("--no-tracking",))]
 
 
 def leftovers(root: Path) -> list[str]:
