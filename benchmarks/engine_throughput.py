@@ -19,6 +19,7 @@ machine slows every row alike; the ratios are of medians from this one run.
     python benchmarks/engine_throughput.py [--device cpu|cuda|auto] [--steps 8] [--rounds 3]
                                            [--compile eager,default,reduce-overhead] [--threads 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,13 @@ def authors_loop(data: TokenizedTextDataset, steps: int, device: torch.device) -
     optimizer = torch.optim.AdamW(model.parameters(), lr=4.74e-4, weight_decay=0.0381)
     cuda = device.type == "cuda"
     scaler = torch.amp.GradScaler(enabled=cuda)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(data.input_ids.long(), data.labels), batch_size=B,
-                                         shuffle=True, num_workers=4 if cuda else 0, pin_memory=cuda)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(data.input_ids.long(), data.labels),
+        batch_size=B,
+        shuffle=True,
+        num_workers=4 if cuda else 0,
+        pin_memory=cuda,
+    )
     model.train()
     done, t0 = 0, None
     for i, (x, y) in enumerate(loader):
@@ -120,13 +126,21 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement (default 8)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--compile", default="eager", help="comma-separated train.compile modes for the fit rows "
-                                                          "(eager, default, reduce-overhead; default: eager)")
+    parser.add_argument(
+        "--compile",
+        default="eager",
+        help="comma-separated train.compile modes for the fit rows (eager, default, reduce-overhead; default: eager)",
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--amp", default="auto", help="fit's and the bare step's amp: fp32, bf16 or auto (default)")
     args = parser.parse_args(argv)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if args.device == "auto" else args.device)
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else "cpu"
+        if args.device == "auto"
+        else args.device
+    )
     if args.threads:
         torch.set_num_threads(args.threads)
     from pipelines.common.engine import resolve_amp
@@ -135,12 +149,25 @@ def main(argv=None) -> None:
     modes = args.compile.split(",")
     data = synthetic(B * (2 * args.steps + 2), 0)
     val = synthetic(B, 1)
-    base = dict(batch_size=B, lr=4.74e-4, weight_decay=0.0381, max_epochs=0, max_steps=2 * args.steps,
-                eval_every=args.steps, patience=0, device=str(device), amp=amp, eval_batch_size=256,
-                num_threads=torch.get_num_threads())
+    base = dict(
+        batch_size=B,
+        lr=4.74e-4,
+        weight_decay=0.0381,
+        max_epochs=0,
+        max_steps=2 * args.steps,
+        eval_every=args.steps,
+        patience=0,
+        device=str(device),
+        amp=amp,
+        eval_batch_size=256,
+        num_threads=torch.get_num_threads(),
+    )
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else describe_cpu()
-    print(f"engine throughput, SwarmFormer-Small B={B} L={L}, {device} ({where}), torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, amp {amp}, {args.steps} steps x {args.rounds} rounds", flush=True)
+    print(
+        f"engine throughput, SwarmFormer-Small B={B} L={L}, {device} ({where}), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, amp {amp}, {args.steps} steps x {args.rounds} rounds",
+        flush=True,
+    )
     rows: dict[str, list[float]] = {AUTHORS: [], "bare step": [], **{f"fit, compile {m}": [] for m in modes}}
     for r in range(args.rounds):
         rows[AUTHORS].append(authors_loop(data, args.steps, device))
@@ -149,13 +176,15 @@ def main(argv=None) -> None:
             rows[f"fit, compile {m}"].append(engine_fit(data, val, args.steps, TrainConfig(**base, compile=m)))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items()), flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"\n| row | samples/s (median) | x authors' loop | x bare step |\n|---|---:|---:|---:|")
+    print("\n| row | samples/s (median) | x authors' loop | x bare step |\n|---|---:|---:|---:|")
     for k, v in med.items():
         print(f"| {k} | {v:,.0f} | {v / med[AUTHORS]:.2f} | {v / med['bare step']:.3f} |")
     fit_off = med.get("fit, compile eager")
     if fit_off:
-        print(f"\nfit (compile eager) costs {100 * (1 - fit_off / med['bare step']):+.1f}% against the bare step "
-              f"(goal on CPU: <= 5%)")
+        print(
+            f"\nfit (compile eager) costs {100 * (1 - fit_off / med['bare step']):+.1f}% against the bare step "
+            f"(goal on CPU: <= 5%)"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ folders exist.
 Prints a markdown table: bytes hashed, the check's median seconds (warm page cache), the load's median seconds, and
 the check as a share of the load.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -33,6 +33,7 @@ a point stops repeating once it has used ``--point-budget`` seconds. Medians and
     python benchmarks/long_runtime.py --paper small seed --threads 2 --tokens 1024 4096
     python benchmarks/long_runtime.py --paper           # no paper-style rows
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,21 +74,40 @@ def group_specs(group: str, seed_all: bool, paper: bool) -> list[Spec]:
     enc = dict(d_model=D, num_layers=layers, num_heads=heads)
     specs = [
         Spec(hsw, hsw, {}, f"C={D}, {layers} blocks, W=128"),
-        Spec("Longformer", "longformer", {**enc, "window_one_sided": 64}, f"D={D}, {layers} layers, w=64 (129 keys) + global"),
+        Spec(
+            "Longformer",
+            "longformer",
+            {**enc, "window_one_sided": 64},
+            f"D={D}, {layers} layers, w=64 (129 keys) + global",
+        ),
     ]
     if group == "small" or seed_all:
         specs += [
             Spec("full attention", "transformer", enc, f"D={D}, {layers} layers, all keys (SDPA)"),
-            Spec("SwarmFormer pad-aware", "swarmformer_small_padaware", dict(d_model=D, num_layers=layers),
-                 f"D={D}, {layers} layers, S=8, T_local=3"),
-            Spec("SwarmFormer enhanced", "swarmformer_enhanced_small",
-                 dict(d_model=D, num_layers=layers, heads=heads, dim_head=32, window_one_sided=64),
-                 f"D={D}, {layers} layers, window 129, routing block 256"),
+            Spec(
+                "SwarmFormer pad-aware",
+                "swarmformer_small_padaware",
+                dict(d_model=D, num_layers=layers),
+                f"D={D}, {layers} layers, S=8, T_local=3",
+            ),
+            Spec(
+                "SwarmFormer enhanced",
+                "swarmformer_enhanced_small",
+                dict(d_model=D, num_layers=layers, heads=heads, dim_head=32, window_one_sided=64),
+                f"D={D}, {layers} layers, window 129, routing block 256",
+            ),
         ]
     if paper:
         label, width, h = final
-        specs.append(Spec(label, "longformer", dict(d_model=width, num_layers=layers, num_heads=h, window_one_sided=64),
-                          f"HSW's final width {width}, {layers} layers (paper-style)", only_longest=True))
+        specs.append(
+            Spec(
+                label,
+                "longformer",
+                dict(d_model=width, num_layers=layers, num_heads=h, window_one_sided=64),
+                f"HSW's final width {width}, {layers} layers (paper-style)",
+                only_longest=True,
+            )
+        )
     return specs
 
 
@@ -139,7 +159,9 @@ def run_group(specs: list[Spec], tokens: int, *, batch: int, rounds: int, budget
     points = []
     for spec in specs:
         torch.manual_seed(0)
-        model = create_model(spec.name, vocab_size=VOCAB, num_classes=CLASSES, seq_len=tokens, **spec.overrides).to(device)
+        model = create_model(spec.name, vocab_size=VOCAB, num_classes=CLASSES, seq_len=tokens, **spec.overrides).to(
+            device
+        )
         ids = torch.randint(3, VOCAB, (batch, tokens), device=device)
         mask = torch.ones(batch, tokens, dtype=torch.bool, device=device)
         labels = torch.randint(0, CLASSES, (batch,), device=device)
@@ -162,19 +184,22 @@ def run_group(specs: list[Spec], tokens: int, *, batch: int, rounds: int, budget
 
 def table(points: list[Point], specs: list[Spec]) -> str:
     ref = {p.tokens: p for p in points if p.spec.label == "Longformer"}
-    rows = ["| model | matching | params | L | train ms | train best | infer ms | infer best | n | train vs LF | infer vs LF |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| model | matching | params | L | train ms | train best | infer ms | infer best | n | train vs LF | infer vs LF |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     order = [s.label for s in specs]
     for p in sorted(points, key=lambda q: (q.tokens, order.index(q.spec.label))):
         tr, inf = statistics.median(p.train), statistics.median(p.infer)
         lf = ref.get(p.tokens)
         ratio_t = f"{statistics.median(lf.train) / tr:.2f}x" if lf else "-"
         ratio_i = f"{statistics.median(lf.infer) / inf:.2f}x" if lf else "-"
-        rows.append(f"| {p.spec.label} | {p.spec.matching} | {p.params:,} | {p.tokens} | {tr * 1e3:.0f} | "
-                    f"{min(p.train) * 1e3:.0f} | {inf * 1e3:.0f} | {min(p.infer) * 1e3:.0f} | {len(p.train)} | "
-                    f"{ratio_t} | {ratio_i} |")
+        rows.append(
+            f"| {p.spec.label} | {p.spec.matching} | {p.params:,} | {p.tokens} | {tr * 1e3:.0f} | "
+            f"{min(p.train) * 1e3:.0f} | {inf * 1e3:.0f} | {min(p.infer) * 1e3:.0f} | {len(p.train)} | "
+            f"{ratio_t} | {ratio_i} |"
+        )
     return "\n".join(rows)
-
 
 
 def main() -> None:
@@ -185,9 +210,14 @@ def main() -> None:
     ap.add_argument("--point-budget", type=float, default=8.0, help="seconds after which a point stops repeating")
     ap.add_argument("--groups", nargs="+", default=["small", "seed"], choices=["small", "seed"])
     ap.add_argument("--seed-all", action="store_true", help="all five model types in the seed group too")
-    ap.add_argument("--paper", nargs="*", default=["small"], choices=["small", "seed"],
-                    help="groups that also get Longformer at HSW's final width, at the longest length only "
-                         "(default: small, ~25 s at 4k; seed: 768 x 12, about a minute per step at 4k)")
+    ap.add_argument(
+        "--paper",
+        nargs="*",
+        default=["small"],
+        choices=["small", "seed"],
+        help="groups that also get Longformer at HSW's final width, at the longest length only "
+        "(default: small, ~25 s at 4k; seed: 768 x 12, about a minute per step at 4k)",
+    )
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: least disturbed on a shared machine)")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
@@ -196,8 +226,10 @@ def main() -> None:
     print(describe_machine())
     if device.type == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(device)}")
-    print(f"batch {args.batch}, up to {args.rounds} timed rounds per point (budget {args.point_budget:.0f} s), "
-          f"byte vocabulary {VOCAB}, {CLASSES} classes; ratios = Longformer's median time / the model's\n")
+    print(
+        f"batch {args.batch}, up to {args.rounds} timed rounds per point (budget {args.point_budget:.0f} s), "
+        f"byte vocabulary {VOCAB}, {CLASSES} classes; ratios = Longformer's median time / the model's\n"
+    )
     t_start = time.perf_counter()
     summary = []
     for group in args.groups:

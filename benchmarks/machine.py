@@ -1,5 +1,6 @@
 """What every benchmark prints first: the CPU it ran on (timings differ between this project's AVX2-only and
 AVX-512 machines by up to 10x for bf16), torch's build and thread count."""
+
 from __future__ import annotations
 
 import platform
@@ -32,5 +33,7 @@ def describe_machine() -> str:
         capability = torch.backends.cpu.get_cpu_capability()
     except AttributeError:
         capability = "?"
-    return (f"CPU: {describe_cpu()}; torch {torch.__version__} (capability {capability}), "
-            f"{torch.get_num_threads()} thread(s)")
+    return (
+        f"CPU: {describe_cpu()}; torch {torch.__version__} (capability {capability}), "
+        f"{torch.get_num_threads()} thread(s)"
+    )

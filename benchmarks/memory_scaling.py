@@ -29,6 +29,7 @@ Writes ``results.json`` (every point), ``metrics.json`` (exponents and goals), `
 
 A model spec is a registry name followed by ``key=value`` overrides (values parsed as YAML).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,6 +64,7 @@ RESULT_PREFIX = "MEMORY_SCALING_RESULT "
 
 # ---- model specs -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A registry name plus config overrides, written ``"name key=value ..."``."""
@@ -89,6 +91,7 @@ class ModelSpec:
 
 
 # ---- measurement (runs in the child process) --------------------------------------------------------
+
 
 def _proc_status_bytes(key: str) -> int | None:
     try:
@@ -153,12 +156,18 @@ def measure_point(payload: dict) -> dict:
     device = torch.device(payload["device"])
     torch.manual_seed(0)
     model = models.create_model(spec.name, **dict(spec.overrides), seq_len=N).eval().to(device)
-    out = {"threads": torch.get_num_threads(), "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+    out = {
+        "threads": torch.get_num_threads(),
+        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+    }
     predicted = predicted_quadratic_bytes(model, B, N)
     out["predicted_bytes"] = predicted
     if predicted is not None and predicted > payload["mem_cap_bytes"]:
-        return {**out, "status": "over_cap",
-                "message": f"predicted {_fmt_bytes(predicted)} of N^2 tensors > cap {_fmt_bytes(payload['mem_cap_bytes'])}"}
+        return {
+            **out,
+            "status": "over_cap",
+            "message": f"predicted {_fmt_bytes(predicted)} of N^2 tensors > cap {_fmt_bytes(payload['mem_cap_bytes'])}",
+        }
     vocab = model.cfg.vocab_size
     ids = torch.randint(1, vocab, (B, N), device=device)
     times = []
@@ -193,8 +202,17 @@ def measure_point(payload: dict) -> dict:
             measure = "process_rss_vmhwm"
     if baseline is None or peak is None:
         return {**out, "status": "error", "message": "/proc/self/status is not readable: RSS needs Linux"}
-    return {**out, "status": "ok", "memory_measure": measure, "peak_reset": hwm_reset, "baseline_bytes": baseline,
-            "peak_bytes": peak, "increment_bytes": peak - baseline, "time_s": statistics.median(times), "times_s": times}
+    return {
+        **out,
+        "status": "ok",
+        "memory_measure": measure,
+        "peak_reset": hwm_reset,
+        "baseline_bytes": baseline,
+        "peak_bytes": peak,
+        "increment_bytes": peak - baseline,
+        "time_s": statistics.median(times),
+        "times_s": times,
+    }
 
 
 def _child_main(payload_json: str) -> None:
@@ -204,24 +222,36 @@ def _child_main(payload_json: str) -> None:
 
 # ---- orchestration (parent process) ----------------------------------------------------------------
 
+
 def _run_child(spec: ModelSpec, tokens: int, cfg: dict) -> dict:
-    payload = dict(name=spec.name, overrides=[list(kv) for kv in spec.overrides], tokens=tokens,
-                   batch_size=cfg["batch_size"], warmup_tokens=cfg["warmup_tokens"], time_repeats=cfg["time_repeats"],
-                   mem_cap_bytes=int(cfg["mem_cap_gb"] * GB), device=cfg["device"], num_threads=cfg["num_threads"])
+    payload = dict(
+        name=spec.name,
+        overrides=[list(kv) for kv in spec.overrides],
+        tokens=tokens,
+        batch_size=cfg["batch_size"],
+        warmup_tokens=cfg["warmup_tokens"],
+        time_repeats=cfg["time_repeats"],
+        mem_cap_bytes=int(cfg["mem_cap_gb"] * GB),
+        device=cfg["device"],
+        num_threads=cfg["num_threads"],
+    )
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(payload)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=cfg["timeout_s"])
     except subprocess.TimeoutExpired:
-        return {"status": "timeout", "message": f"no result within {cfg['timeout_s']:g} s (killed)",
-                "child_wall_s": time.perf_counter() - t0}
+        return {
+            "status": "timeout",
+            "message": f"no result within {cfg['timeout_s']:g} s (killed)",
+            "child_wall_s": time.perf_counter() - t0,
+        }
     wall = time.perf_counter() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         why = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
         return {"status": "error", "message": f"{why}: {tail}"[:500], "child_wall_s": wall}
-    return {**json.loads(lines[-1][len(RESULT_PREFIX):]), "child_wall_s": wall}
+    return {**json.loads(lines[-1][len(RESULT_PREFIX) :]), "child_wall_s": wall}
 
 
 def fit_exponent(tokens: list[int], values: list[float]) -> float | None:
@@ -255,21 +285,33 @@ def check_goals(points: list[dict], goals: dict) -> dict:
     """The two targets: memory of ``goals.model`` at ``memory_tokens``; its speed-up over ``speed_baseline``."""
     label = ModelSpec.parse(goals["model"]).label
     baseline_label = ModelSpec.parse(goals["speed_baseline"]).label
-    mem = {"model": label, "tokens": goals["memory_tokens"], "limit_gb": goals["memory_gb"],
-           "seed_reported_gb": goals["seed_memory_gb"], "measure": "increment_bytes (peak minus baseline)"}
+    mem = {
+        "model": label,
+        "tokens": goals["memory_tokens"],
+        "limit_gb": goals["memory_gb"],
+        "seed_reported_gb": goals["seed_memory_gb"],
+        "measure": "increment_bytes (peak minus baseline)",
+    }
     p = _point(points, label, goals["memory_tokens"])
     if p is None or p["status"] != "ok":
         mem.update(measured_gb=None, met=None, note="not measured" if p is None else f"point status {p['status']}")
     else:
         mem.update(measured_gb=p["increment_bytes"] / GB, met=p["increment_bytes"] / GB <= goals["memory_gb"])
-    speed = {"model": label, "baseline": baseline_label, "tokens": goals["speed_tokens"], "min_ratio": goals["speed_ratio"]}
+    speed = {
+        "model": label,
+        "baseline": baseline_label,
+        "tokens": goals["speed_tokens"],
+        "min_ratio": goals["speed_ratio"],
+    }
     a, b = _point(points, label, goals["speed_tokens"]), _point(points, baseline_label, goals["speed_tokens"])
     if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
         missing = [x for x, pt in ((label, a), (baseline_label, b)) if pt is None or pt["status"] != "ok"]
         speed.update(ratio=None, met=None, note=f"no ok point for {missing}")
     else:
         ratio = b["time_s"] / a["time_s"]
-        speed.update(model_time_s=a["time_s"], baseline_time_s=b["time_s"], ratio=ratio, met=ratio >= goals["speed_ratio"])
+        speed.update(
+            model_time_s=a["time_s"], baseline_time_s=b["time_s"], ratio=ratio, met=ratio >= goals["speed_ratio"]
+        )
     return {"memory": mem, "speed": speed, "baselines": baseline_comparison(points, goals, goals["memory_tokens"])}
 
 
@@ -295,12 +337,25 @@ def baseline_comparison(points: list[dict], goals: dict, tokens: int) -> dict:
     for spec in goals.get("memory_baselines", []):
         base = ModelSpec.parse(spec).label
         b, kind = point_memory(_point(points, base, tokens))
-        rows.append({"baseline": base, "gb": b / GB if b is not None else None, "kind": kind,
-                     "ratio": b / model_bytes if b is not None and model_bytes else None})
+        rows.append(
+            {
+                "baseline": base,
+                "gb": b / GB if b is not None else None,
+                "kind": kind,
+                "ratio": b / model_bytes if b is not None and model_bytes else None,
+            }
+        )
     seed_base, seed_model = goals.get("seed_baseline_memory_gb"), goals.get("seed_memory_gb")
-    return {"model": label, "tokens": tokens, "model_gb": model_bytes / GB if model_bytes is not None else None,
-            "model_kind": model_kind, "baselines": rows, "seed_baseline_gb": seed_base, "seed_model_gb": seed_model,
-            "seed_ratio": seed_base / seed_model if seed_base and seed_model else None}
+    return {
+        "model": label,
+        "tokens": tokens,
+        "model_gb": model_bytes / GB if model_bytes is not None else None,
+        "model_kind": model_kind,
+        "baselines": rows,
+        "seed_baseline_gb": seed_base,
+        "seed_model_gb": seed_model,
+        "seed_ratio": seed_base / seed_model if seed_base and seed_model else None,
+    }
 
 
 def validate(cfg: dict) -> list[ModelSpec]:
@@ -374,10 +429,19 @@ def run_benchmark(cfg: dict, *, log=print) -> dict:
 def _environment(cfg: dict, started, load_start) -> dict:
     import torch
 
-    env = {"date_utc": started.isoformat(timespec="seconds"), "duration_s": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
-           "git_commit": git_commit(), "python": platform.python_version(), "torch": torch.__version__,
-           "platform": platform.platform(), "cpu_count": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-           "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "device": cfg["device"]}
+    env = {
+        "date_utc": started.isoformat(timespec="seconds"),
+        "duration_s": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(),
+        "device": cfg["device"],
+    }
     if cfg["device"] == "cuda":
         env["gpu"] = torch.cuda.get_device_name(0)
     return env
@@ -392,7 +456,10 @@ def _fmt_bytes(b: float | None) -> str:
 def _describe(p: dict) -> str:
     head = f"{p['model']:<40} N={p['tokens']:>7}  "
     if p["status"] == "ok":
-        return head + f"increment {_fmt_bytes(p['increment_bytes']):>10}  peak {_fmt_bytes(p['peak_bytes']):>10}  time {p['time_s']:.3f} s"
+        return (
+            head
+            + f"increment {_fmt_bytes(p['increment_bytes']):>10}  peak {_fmt_bytes(p['peak_bytes']):>10}  time {p['time_s']:.3f} s"
+        )
     return head + f"{p['status']}: {p.get('message', '')}"
 
 
@@ -443,37 +510,53 @@ def baselines_table(result: dict) -> str:
     rows = [baseline_comparison(result["points"], goals, n) for n in tokens]
     names = [r["baseline"] for r in rows[0]["baselines"]]
     head = f"| N | {rows[0]['model']} | " + " | ".join(f"{n} | ratio" for n in names) + " |"
-    lines = ["", f"Full attention against {rows[0]['model']}: forward memory increment, measured where run, else the "
-             "predicted size of the N^2 tensors (a lower bound); ratio = baseline / SwarmFormer.", "", head,
-             "|---:|" + "---:|" * (1 + 2 * len(names))]
+    lines = [
+        "",
+        f"Full attention against {rows[0]['model']}: forward memory increment, measured where run, else the "
+        "predicted size of the N^2 tensors (a lower bound); ratio = baseline / SwarmFormer.",
+        "",
+        head,
+        "|---:|" + "---:|" * (1 + 2 * len(names)),
+    ]
     for r in rows:
         cells = [_mem_cell(r["model_gb"], r["model_kind"])]
         for b in r["baselines"]:
             cells += [_mem_cell(b["gb"], b["kind"]), _ratio(b["ratio"])]
         lines.append(f"| {r['tokens']} | " + " | ".join(cells) + " |")
     if rows[0]["seed_ratio"] is not None:
-        lines.append(f"\nSeed 000 at N=100000: full attention {rows[0]['seed_baseline_gb']} GB / SwarmFormer "
-                     f"{rows[0]['seed_model_gb']} GB = {rows[0]['seed_ratio']:.0f}x.")
+        lines.append(
+            f"\nSeed 000 at N=100000: full attention {rows[0]['seed_baseline_gb']} GB / SwarmFormer "
+            f"{rows[0]['seed_model_gb']} GB = {rows[0]['seed_ratio']:.0f}x."
+        )
     return "\n".join(lines) + "\n"
 
 
 def goals_text(goals: dict) -> str:
     m, s = goals["memory"], goals["speed"]
     verdict = {True: "met", False: "NOT met", None: "not measured"}
-    mem = (f"memory: {m['model']} at N={m['tokens']}: increment "
-           + (f"{m['measured_gb']:.3f} GB" if m["measured_gb"] is not None else "-")
-           + f" vs goal <= {m['limit_gb']} GB (seed reports {m['seed_reported_gb']} GB): {verdict[m['met']]}")
-    spd = (f"speed: {s['baseline']} / {s['model']} at N={s['tokens']}: "
-           + (f"{s['ratio']:.1f}x" if s["ratio"] is not None else "-")
-           + f" vs goal >= {s['min_ratio']}x: {verdict[s['met']]}")
+    mem = (
+        f"memory: {m['model']} at N={m['tokens']}: increment "
+        + (f"{m['measured_gb']:.3f} GB" if m["measured_gb"] is not None else "-")
+        + f" vs goal <= {m['limit_gb']} GB (seed reports {m['seed_reported_gb']} GB): {verdict[m['met']]}"
+    )
+    spd = (
+        f"speed: {s['baseline']} / {s['model']} at N={s['tokens']}: "
+        + (f"{s['ratio']:.1f}x" if s["ratio"] is not None else "-")
+        + f" vs goal >= {s['min_ratio']}x: {verdict[s['met']]}"
+    )
     lines = [mem, spd]
     c = goals.get("baselines") or {}
     for b in c.get("baselines", []):
-        lines.append(f"memory vs full attention at N={c['tokens']}: {b['baseline']} {_mem_cell(b['gb'], b['kind'])} / "
-                     f"{c['model']} {_mem_cell(c['model_gb'], c['model_kind'])} = "
-                     + _ratio(b["ratio"])
-                     + (f" (seed 000: {c['seed_baseline_gb']} / {c['seed_model_gb']} GB = {c['seed_ratio']:.0f}x)"
-                        if c.get("seed_ratio") else ""))
+        lines.append(
+            f"memory vs full attention at N={c['tokens']}: {b['baseline']} {_mem_cell(b['gb'], b['kind'])} / "
+            f"{c['model']} {_mem_cell(c['model_gb'], c['model_kind'])} = "
+            + _ratio(b["ratio"])
+            + (
+                f" (seed 000: {c['seed_baseline_gb']} / {c['seed_model_gb']} GB = {c['seed_ratio']:.0f}x)"
+                if c.get("seed_ratio")
+                else ""
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -489,25 +572,50 @@ def plot(result: dict, path: Path) -> None:
         color = f"C{i % 10}"
         ok = [p for p in pts if p["status"] == "ok"]
         if ok:
-            ax_m.plot([p["tokens"] for p in ok], [max(p["increment_bytes"], 1) / 1e6 for p in ok], "o-", color=color, label=label)
+            ax_m.plot(
+                [p["tokens"] for p in ok],
+                [max(p["increment_bytes"], 1) / 1e6 for p in ok],
+                "o-",
+                color=color,
+                label=label,
+            )
             ax_t.plot([p["tokens"] for p in ok], [p["time_s"] for p in ok], "o-", color=color, label=label)
         pred = [p for p in pts if p["status"] == "over_cap"]
         if pred:
-            ax_m.plot([p["tokens"] for p in pred], [p["predicted_bytes"] / 1e6 for p in pred], "o:", mfc="none", color=color,
-                      label=f"{label} (predicted, not run)" if not ok else None)
+            ax_m.plot(
+                [p["tokens"] for p in pred],
+                [p["predicted_bytes"] / 1e6 for p in pred],
+                "o:",
+                mfc="none",
+                color=color,
+                label=f"{label} (predicted, not run)" if not ok else None,
+            )
         slow = [p for p in pts if p["status"] == "timeout"]
         if slow:
             ax_t.plot([p["tokens"] for p in slow], [timeout_s] * len(slow), "x", ms=10, color=color)
-    ax_m.set(xscale="log", yscale="log", xlabel="sequence length N (tokens)", ylabel="forward memory increment (MB)",
-             title="peak memory of one forward minus baseline\n(open markers: predicted, not run)")
-    ax_t.set(xscale="log", yscale="log", xlabel="sequence length N (tokens)", ylabel="time of one forward (s)",
-             title=f"time (x = timeout at {timeout_s:g} s)")
+    ax_m.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length N (tokens)",
+        ylabel="forward memory increment (MB)",
+        title="peak memory of one forward minus baseline\n(open markers: predicted, not run)",
+    )
+    ax_t.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length N (tokens)",
+        ylabel="time of one forward (s)",
+        title=f"time (x = timeout at {timeout_s:g} s)",
+    )
     for ax in (ax_m, ax_t):
         ax.grid(alpha=0.3, which="both")
     ax_m.legend(fontsize=7)
     env = result["environment"]
-    fig.suptitle(f"batch {result['config']['batch_size']}, {env['device']}, {env['OMP_NUM_THREADS'] or 'default'} threads, "
-                 f"torch {env['torch']}, {env['date_utc']}", fontsize=9)
+    fig.suptitle(
+        f"batch {result['config']['batch_size']}, {env['device']}, {env['OMP_NUM_THREADS'] or 'default'} threads, "
+        f"torch {env['torch']}, {env['date_utc']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -524,8 +632,13 @@ def write_outputs(result: dict, out_dir: Path) -> None:
 
 def resolve_config(params: dict, args: argparse.Namespace) -> dict:
     cfg = dict(params["memory_scaling"])
-    for key, value in (("models", args.models), ("tokens", args.tokens), ("timeout_s", args.timeout_s),
-                       ("mem_cap_gb", args.mem_cap_gb), ("device", args.device)):
+    for key, value in (
+        ("models", args.models),
+        ("tokens", args.tokens),
+        ("timeout_s", args.timeout_s),
+        ("mem_cap_gb", args.mem_cap_gb),
+        ("device", args.device),
+    ):
         if value is not None:
             cfg[key] = value
     return cfg
@@ -536,7 +649,9 @@ def main(argv: list[str] | None = None) -> None:
     from pipelines.common.cli import params_from, stage_parser
 
     parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=None, help='model specs, e.g. transformer "swarmformer_small cluster_size=8"')
+    parser.add_argument(
+        "--models", nargs="+", default=None, help='model specs, e.g. transformer "swarmformer_small cluster_size=8"'
+    )
     parser.add_argument("--tokens", nargs="+", type=int, default=None, help="sequence lengths N")
     parser.add_argument("--timeout-s", type=float, default=None, help="per-point time limit")
     parser.add_argument("--mem-cap-gb", type=float, default=None, help="do not run points predicted above this")

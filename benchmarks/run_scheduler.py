@@ -15,6 +15,7 @@ shipping each run's arguments and results. Also printed: the mean net training s
 
     python benchmarks/run_scheduler.py [--steps 100] [--d-model 64] [--repeats 1] [--configs ABCD]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,11 @@ CONFIGS = [  # (label, schedule, train.num_threads)
 def write_params(folder: Path, *, schedule: dict, threads: int, steps: int, d_model: int) -> Path:
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     section = raw["defaults"]["tasks"]["toy_counting"]
-    section.update(models=["transformer", "linear_transformer"], seeds=[0, 1],
-                   model_overrides={"d_model": d_model, "num_layers": 2, "num_heads": 2})
+    section.update(
+        models=["transformer", "linear_transformer"],
+        seeds=[0, 1],
+        model_overrides={"d_model": d_model, "num_layers": 2, "num_heads": 2},
+    )
     section["train"].update(max_steps=steps, eval_every=max(1, steps // 3), batch_size=32)
     section["options"].update(seq_len=64)
     raw["profile"] = "bench"
@@ -60,12 +64,23 @@ def write_params(folder: Path, *, schedule: dict, threads: int, steps: int, d_mo
 
 
 def run_stage(params: Path, workdir: Path) -> tuple[float, dict]:
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "SWARMLAB_PROGRESS": "0", "OMP_NUM_THREADS": "1",
-           "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"), "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(workdir),
+        "SWARMLAB_PROGRESS": "0",
+        "OMP_NUM_THREADS": "1",
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
     env.pop("RAY_ADDRESS", None)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pipelines.train", "--params", str(params), "--task", "toy_counting",
-                           "--no-tracking"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.train", "--params", str(params), "--task", "toy_counting", "--no-tracking"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode:
         sys.exit(f"error: the stage failed:\n{proc.stderr[-3000:]}")
@@ -84,8 +99,10 @@ def main() -> None:
         sys.exit(f"error: --configs takes letters of ABCD, got {args.configs!r}")
     print(describe_machine())
     print(f"{os.cpu_count()} CPU(s) seen; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"toy_counting: transformer and linear_transformer (d_model {args.d_model}, 2 layers, 64 tokens, batch 32) "
-          f"x seeds 0, 1 = 4 runs of {args.steps} steps; each configuration a fresh `python -m pipelines.train`\n")
+    print(
+        f"toy_counting: transformer and linear_transformer (d_model {args.d_model}, 2 layers, 64 tokens, batch 32) "
+        f"x seeds 0, 1 = 4 runs of {args.steps} steps; each configuration a fresh `python -m pipelines.train`\n"
+    )
     rows, results = [], {}
     scratch = Path(tempfile.mkdtemp(prefix="run_scheduler-"))
     try:
@@ -94,13 +111,18 @@ def main() -> None:
             for r in range(args.repeats):
                 folder = scratch / f"{label[0]}{r}"
                 folder.mkdir()
-                wall, metrics = run_stage(write_params(folder, schedule=schedule, threads=threads, steps=args.steps,
-                                                       d_model=args.d_model), folder / "work")
+                wall, metrics = run_stage(
+                    write_params(folder, schedule=schedule, threads=threads, steps=args.steps, d_model=args.d_model),
+                    folder / "work",
+                )
                 walls.append(wall)
                 nets.append(statistics.mean(m["train_time_s"] for m in metrics.values()))
-                results[label] = {k: {kk: vv for kk, vv in v.items() if kk not in ("train_time_s", "train_samples_per_s",
-                                                                                    "resources")}
-                                  for k, v in metrics.items()}
+                results[label] = {
+                    k: {
+                        kk: vv for kk, vv in v.items() if kk not in ("train_time_s", "train_samples_per_s", "resources")
+                    }
+                    for k, v in metrics.items()
+                }
                 shutil.rmtree(folder)
             rows.append((label, statistics.median(walls), statistics.median(nets)))
     finally:
@@ -112,11 +134,15 @@ def main() -> None:
         print(f"| {label} | {wall:.1f} | {base / wall:.2f}x | {net:.1f} |")
     walls = {label[0]: wall for label, wall, _ in rows}
     if {"A", "C"} <= set(walls):
-        print(f"\nRay's overhead per run (C - A) / 4: {(walls['C'] - walls['A']) / 4:+.1f} s "
-              f"(a local Ray's start and stop, a worker per slot with its imports, arguments and results)")
+        print(
+            f"\nRay's overhead per run (C - A) / 4: {(walls['C'] - walls['A']) / 4:+.1f} s "
+            f"(a local Ray's start and stop, a worker per slot with its imports, arguments and results)"
+        )
     one_thread = [r for label, r in results.items() if label[0] in "ACD"]
-    print(f"1-thread results ({', '.join(l[0] for l in results if l[0] in 'ACD')}) identical: "
-          f"{all(r == one_thread[0] for r in one_thread)}")
+    print(
+        f"1-thread results ({', '.join(l[0] for l in results if l[0] in 'ACD')}) identical: "
+        f"{all(r == one_thread[0] for r in one_thread)}"
+    )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

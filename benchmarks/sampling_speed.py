@@ -8,6 +8,7 @@ run drew must equal the incremental sample's first ones; the script checks that.
 
     python benchmarks/sampling_speed.py [--model swarm_transformer] [--naive-pixels 4] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,12 @@ from models import create_model  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="swarm_transformer",
-                    help="registered image model (default swarm_transformer, the seed's sizes; "
-                         "swarm_transformer_small for a tighter CPU budget)")
+    ap.add_argument(
+        "--model",
+        default="swarm_transformer",
+        help="registered image model (default swarm_transformer, the seed's sizes; "
+        "swarm_transformer_small for a tighter CPU budget)",
+    )
     ap.add_argument("--naive-pixels", type=int, default=4, help="sub-pixels the naive sampler is timed on")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1); 0 = torch's default")
     args = ap.parse_args()
@@ -38,11 +42,15 @@ def main() -> None:
     cfg = model.cfg
     L = cfg.seq_len
     labels = torch.arange(10)  # one image per class
-    print(f"# SWARM Transformer sampling, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}")
-    print(f"model {args.model}: image {cfg.image_size}, dim {cfg.dim}, hidden {cfg.dim_hidden}, n_iter {cfg.n_iter}, "
-          f"{cfg.num_layers} layer(s), {model.get_num_params():,} parameters (untrained: speed does not depend on "
-          f"the weights); batch of {len(labels)} (one per class), {L} sub-pixels per image")
+    print(
+        f"# SWARM Transformer sampling, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"model {args.model}: image {cfg.image_size}, dim {cfg.dim}, hidden {cfg.dim_hidden}, n_iter {cfg.n_iter}, "
+        f"{cfg.num_layers} layer(s), {model.get_num_params():,} parameters (untrained: speed does not depend on "
+        f"the weights); batch of {len(labels)} (one per class), {L} sub-pixels per image"
+    )
 
     t0 = time.perf_counter()
     fast = model.sample(labels, generator=torch.Generator().manual_seed(1))
@@ -58,10 +66,14 @@ def main() -> None:
     print(f"\n| sampler | sub-pixels timed | seconds | seconds for all {L} | ms per sub-pixel |")
     print("|---|---:|---:|---:|---:|")
     print(f"| incremental (sample) | {L} | {t_fast:.2f} | {t_fast:.2f} | {1e3 * t_fast / L:.2f} |")
-    print(f"| naive (sample_naive) | {k} | {t_naive_k:.2f} | {t_naive:.0f} (extrapolated x{L / k:.0f}) | "
-          f"{1e3 * t_naive_k / k:.0f} |")
-    print(f"\nspeed-up incremental vs naive: {t_naive / t_fast:.0f}x (naive extrapolated linearly from {k} of {L} "
-          f"sub-pixels: one full forward each)")
+    print(
+        f"| naive (sample_naive) | {k} | {t_naive_k:.2f} | {t_naive:.0f} (extrapolated x{L / k:.0f}) | "
+        f"{1e3 * t_naive_k / k:.0f} |"
+    )
+    print(
+        f"\nspeed-up incremental vs naive: {t_naive / t_fast:.0f}x (naive extrapolated linearly from {k} of {L} "
+        f"sub-pixels: one full forward each)"
+    )
     print(f"first {k} sub-pixels of both samplers identical (same generator): {same}")
     print(f"load average at end {os.getloadavg()[0]:.1f}")
     if not same:

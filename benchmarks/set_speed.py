@@ -18,6 +18,7 @@ so that a noisy, shared machine slows all alike; the median and the best round a
 
     python benchmarks/set_speed.py [--rounds 3] [--threads 1] [--batch 50] [--entities 500] [--with-plain]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,21 +42,41 @@ HIDDEN, N_ITER, LAYERS = 192, 10, 1  # seed 003 §4.1.4: SWARM(192-10-1)
 ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # seed 003 Table 2: Set Transformer (32-60-3)
 
 ROWS = [
-    ("swarm", "authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
-     lambda d_in, d_out: authors_swarm(d_in, d_out, HIDDEN, N_ITER, LAYERS, pooling="MEAN", cache=True)),
-    ("swarm", "swarm (models/swarm.py, fast path)",
-     lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
-                                      n_iter=N_ITER, num_layers=LAYERS)),
-    ("isab", "public ISAB structure (tests/reference_set_transformer.py, ln=True)",
-     lambda d_in, d_out: PublicISABEncoder(d_in, d_out, ST_HIDDEN, ST_HEADS, ST_INDS, ST_LAYERS, ln=True)),
-    ("isab", "set_transformer_isab (models/set_transformer.py, rFF depth 4)",
-     lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out)),
-    ("isab", "set_transformer_isab, rFF depth 1",
-     lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out, ff_depth=1)),
+    (
+        "swarm",
+        "authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
+        lambda d_in, d_out: authors_swarm(d_in, d_out, HIDDEN, N_ITER, LAYERS, pooling="MEAN", cache=True),
+    ),
+    (
+        "swarm",
+        "swarm (models/swarm.py, fast path)",
+        lambda d_in, d_out: create_model(
+            "swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN, n_iter=N_ITER, num_layers=LAYERS
+        ),
+    ),
+    (
+        "isab",
+        "public ISAB structure (tests/reference_set_transformer.py, ln=True)",
+        lambda d_in, d_out: PublicISABEncoder(d_in, d_out, ST_HIDDEN, ST_HEADS, ST_INDS, ST_LAYERS, ln=True),
+    ),
+    (
+        "isab",
+        "set_transformer_isab (models/set_transformer.py, rFF depth 4)",
+        lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out),
+    ),
+    (
+        "isab",
+        "set_transformer_isab, rFF depth 1",
+        lambda d_in, d_out: create_model("set_transformer_isab", dim_input=d_in, dim_output=d_out, ff_depth=1),
+    ),
 ]
-PLAIN_ROW = ("swarm", "swarm fast=False (plain autograd reference path)",
-             lambda d_in, d_out: create_model("swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN,
-                                              n_iter=N_ITER, num_layers=LAYERS, fast=False))
+PLAIN_ROW = (
+    "swarm",
+    "swarm fast=False (plain autograd reference path)",
+    lambda d_in, d_out: create_model(
+        "swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN, n_iter=N_ITER, num_layers=LAYERS, fast=False
+    ),
+)
 
 
 def make_train_step(model, x, mask, labels):
@@ -91,11 +112,15 @@ def main() -> None:
     rows = ROWS + ([PLAIN_ROW] if args.with_plain else [])
     B, N, D_IN, K = args.batch, args.entities, 2, 10
     t_start = time.perf_counter()
-    print(f"# set models, train step, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}")
+    print(
+        f"# set models, train step, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s), load average at start {os.getloadavg()[0]:.1f}"
+    )
     print(f"CPU: {describe_cpu()}")
-    print(f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}), "
-          f"Set Transformer ({ST_HIDDEN}-{ST_INDS}-{ST_LAYERS}); {args.rounds} rounds after 1 warm-up")
+    print(
+        f"B={B} sets x N={N} entities x {D_IN}-D, {K} outputs per entity; SWARM({HIDDEN}-{N_ITER}-{LAYERS}), "
+        f"Set Transformer ({ST_HIDDEN}-{ST_INDS}-{ST_LAYERS}); {args.rounds} rounds after 1 warm-up"
+    )
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(B, N, D_IN, generator=g)
@@ -113,17 +138,24 @@ def main() -> None:
         for _, name, step, _ in steps:
             times[name].append(timed(step))
 
-    print("\n| group | model | params | median s/step | samples/s | ratio vs group's first row | best s | ratio (best) |")
+    print(
+        "\n| group | model | params | median s/step | samples/s | ratio vs group's first row | best s | ratio (best) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     base = {}
     for group, name, _, n_params in steps:
         med, best = statistics.median(times[name]), min(times[name])
         med0, best0 = base.setdefault(group, (med, best))
-        print(f"| {group} | {name} | {n_params:,} | {med:.3f} | {B / med:.1f} | {med0 / med:.2f}x | {best:.3f} | "
-              f"{best0 / best:.2f}x |")
-    print("\nper-round seconds: " + "; ".join(f"{n.split(' (')[0]}: {', '.join(f'{t:.3f}' for t in ts)}"
-                                             for n, ts in times.items()))
+        print(
+            f"| {group} | {name} | {n_params:,} | {med:.3f} | {B / med:.1f} | {med0 / med:.2f}x | {best:.3f} | "
+            f"{best0 / best:.2f}x |"
+        )
+    print(
+        "\nper-round seconds: "
+        + "; ".join(f"{n.split(' (')[0]}: {', '.join(f'{t:.3f}' for t in ts)}" for n, ts in times.items())
+    )
     print(f"load average at end {os.getloadavg()[0]:.1f}; total {time.perf_counter() - t_start:.0f} s")
+
 
 if __name__ == "__main__":
     main()

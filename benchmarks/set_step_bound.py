@@ -28,6 +28,7 @@ path); ``--with-plain`` adds ``swarm fast=False`` (plain autograd).
     python benchmarks/set_step_bound.py                          # ~5 min on 2 idle cores: N 100 and 550, 1 and 2 threads
     python benchmarks/set_step_bound.py --entities 100 --threads 1 --rounds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,7 @@ SWARM_SHAPE = (1024, 192, 768)  # (rows, H, 4H): one block of SWARM(192-10-1)'s 
 
 
 # ---- FLOP formulas torch's counter does not register (it gets shapes, not tensors) --------------------------
+
 
 def _inplace_addmm(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     return fc.addmm_flop(self_shape, a_shape, b_shape)
@@ -103,6 +105,7 @@ def count_step_flops(step) -> int:
 
 
 # ---- timing ------------------------------------------------------------------------------------------------
+
 
 def make_train_step(model, x, mask, labels):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -180,11 +183,13 @@ def measure(task: dict, rows, B: int, N: int, threads: int, rounds: int) -> dict
 
 def table(res: dict, B: int, N: int, threads: int) -> str:
     ceiling = max(res["ceiling_gflops"].values())
-    lines = [f"\n### N={N}, B={B}, {threads} thread(s): ceiling {ceiling:.1f} GFLOP/s (best fp32 matmul: 1024^3 "
-             f"{res['ceiling_gflops']['square']:.1f}, SWARM's (1024x192)x(192x768) {res['ceiling_gflops']['swarm']:.1f})\n",
-             "| model | params | GFLOP/step | bound ms | step ms (median) | best ms | ratio step/bound | samples/s | "
-             "GFLOP/s | vs before | CPU ms (median) | ratio CPU/bound | vs before (CPU) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n### N={N}, B={B}, {threads} thread(s): ceiling {ceiling:.1f} GFLOP/s (best fp32 matmul: 1024^3 "
+        f"{res['ceiling_gflops']['square']:.1f}, SWARM's (1024x192)x(192x768) {res['ceiling_gflops']['swarm']:.1f})\n",
+        "| model | params | GFLOP/step | bound ms | step ms (median) | best ms | ratio step/bound | samples/s | "
+        "GFLOP/s | vs before | CPU ms (median) | ratio CPU/bound | vs before (CPU) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, ts in res["times"].items():
         med, best = statistics.median(ts), min(ts)
         flops = res["flops"][label]
@@ -194,17 +199,21 @@ def table(res: dict, B: int, N: int, threads: int) -> str:
         if label == "swarm" and "swarm block_rows=0" in res["times"]:
             before = f"{statistics.median(res['times']['swarm block_rows=0']) / med:.2f}x"
             before_cpu = f"{statistics.median(res['cpu']['swarm block_rows=0']) / cpu:.2f}x"
-        lines.append(f"| {label} | {res['params'][label]:,} | {flops / 1e9:.2f} | {bound * 1e3:.1f} | {med * 1e3:.0f} | "
-                     f"{best * 1e3:.0f} | {med / bound:.1f} | {B / med:.1f} | {flops / med / 1e9:.1f} | {before} | "
-                     f"{cpu * 1e3:.0f} | {cpu / bound:.1f} | {before_cpu} |")
+        lines.append(
+            f"| {label} | {res['params'][label]:,} | {flops / 1e9:.2f} | {bound * 1e3:.1f} | {med * 1e3:.0f} | "
+            f"{best * 1e3:.0f} | {med / bound:.1f} | {B / med:.1f} | {flops / med / 1e9:.1f} | {before} | "
+            f"{cpu * 1e3:.0f} | {cpu / bound:.1f} | {before_cpu} |"
+        )
     return "\n".join(lines)
 
 
 def default_entities(profile: str | None) -> list[int]:
     """Mean set size of the profile's n range and of the paper's (params.yaml defaults)."""
     sizes = []
-    for options in (load_params(profile=profile)["tasks"][TASK]["options"],
-                    read_yaml(PARAMS_FILE)["defaults"]["tasks"][TASK]["options"]):
+    for options in (
+        load_params(profile=profile)["tasks"][TASK]["options"],
+        read_yaml(PARAMS_FILE)["defaults"]["tasks"][TASK]["options"],
+    ):
         n = (options["n_min"] + options["n_max"]) // 2
         if n not in sizes:
             sizes.append(n)
@@ -214,8 +223,13 @@ def default_entities(profile: str | None) -> list[int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu", help="params.yaml profile for the models and set sizes (default cpu)")
-    ap.add_argument("--entities", type=int, nargs="+", default=None,
-                    help="set sizes N (default: the mean of the profile's n range and of the paper's)")
+    ap.add_argument(
+        "--entities",
+        type=int,
+        nargs="+",
+        default=None,
+        help="set sizes N (default: the mean of the profile's n range and of the paper's)",
+    )
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op threads (default 1 2)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds after the counted warm-up step")
     ap.add_argument("--models", nargs="+", default=None, help="only these of the task's models")
@@ -231,11 +245,15 @@ def main() -> None:
     entities = args.entities or default_entities(args.profile)
     rows = rows_for(task, args.with_plain)
     t_start = time.perf_counter()
-    print(f"# set models' train step vs FLOP bound, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"torch {torch.__version__}, load average at start {os.getloadavg()[0]:.1f}")
+    print(
+        f"# set models' train step vs FLOP bound, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"torch {torch.__version__}, load average at start {os.getloadavg()[0]:.1f}"
+    )
     print(f"CPU: {describe_cpu()}; capability {torch.backends.cpu.get_cpu_capability()}; {os.cpu_count()} cores")
-    print(f"task {TASK} (profile {args.profile}): B={B}, N in {entities}, threads {args.threads}, "
-          f"{args.rounds} rounds after 1 warm-up")
+    print(
+        f"task {TASK} (profile {args.profile}): B={B}, N in {entities}, threads {args.threads}, "
+        f"{args.rounds} rounds after 1 warm-up"
+    )
     for N in entities:
         for threads in args.threads:
             print(table(measure(task, rows, B, N, threads, args.rounds), B, N, threads), flush=True)

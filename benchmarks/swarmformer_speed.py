@@ -21,6 +21,7 @@ medians and, less sensitive to other processes' bursts, the best round are both 
 
     python benchmarks/swarmformer_speed.py [--quick] [--threads 1] [--rounds R] [--base-batch B] [--compile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,9 @@ def make_train_step(model, ids, mask, labels, *, amp: bool):
     """One engine-style training step (see the module docstring)."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0381}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=4.74e-4)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.0381}, {"params": no_decay, "weight_decay": 0.0}], lr=4.74e-4
+    )
 
     def step():
         model.train()
@@ -145,30 +147,46 @@ def bench_model(name: str, batch: int, rounds: int, use_compile: bool) -> dict:
                 times[(key, mode)].append(timed(jobs[(key, mode)]))
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
-    return {"name": name, "batch": batch, "cfg": cfg, "flops": model_flops(cfg, batch), "med": med, "best": best,
-            "ceil": {k: ceilings[k][1] / med[k] / 1e9 for k in ceilings}, "variants": list(variants),
-            "bf16_rel_err": bf16_rel_err, "compile_s": compile_s, "rounds": rounds}
+    return {
+        "name": name,
+        "batch": batch,
+        "cfg": cfg,
+        "flops": model_flops(cfg, batch),
+        "med": med,
+        "best": best,
+        "ceil": {k: ceilings[k][1] / med[k] / 1e9 for k in ceilings},
+        "variants": list(variants),
+        "bf16_rel_err": bf16_rel_err,
+        "compile_s": compile_s,
+        "rounds": rounds,
+    }
 
 
 def report(r: dict) -> list[str]:
     cfg, med, best, ceil = r["cfg"], r["med"], r["best"], r["ceil"]
-    lines = [f"\n### {r['name']}: B={r['batch']}, L={cfg.seq_len}, D={cfg.d_model}, S={cfg.cluster_size}, "
-             f"{r['rounds']} rounds, forward = {r['flops'] / 1e9:.2f} GFLOP",
-             f"ceiling: 2048^3 fp32 {ceil['mm2048_fp32']:.1f} GFLOP/s, "
-             f"narrow ({r['batch'] * cfg.seq_len}x{cfg.d_model})x({cfg.d_model}x{cfg.d_model}) "
-             f"fp32 {ceil['narrow_fp32']:.1f} / bf16 {ceil['narrow_bf16']:.1f} GFLOP/s",
-             "",
-             "| path | mode | median s | samples/s | speedup vs ref | GFLOP/s | % narrow fp32 | % 2048^3 fp32 "
-             "| best s | speedup (best) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n### {r['name']}: B={r['batch']}, L={cfg.seq_len}, D={cfg.d_model}, S={cfg.cluster_size}, "
+        f"{r['rounds']} rounds, forward = {r['flops'] / 1e9:.2f} GFLOP",
+        f"ceiling: 2048^3 fp32 {ceil['mm2048_fp32']:.1f} GFLOP/s, "
+        f"narrow ({r['batch'] * cfg.seq_len}x{cfg.d_model})x({cfg.d_model}x{cfg.d_model}) "
+        f"fp32 {ceil['narrow_fp32']:.1f} / bf16 {ceil['narrow_bf16']:.1f} GFLOP/s",
+        "",
+        "| path | mode | median s | samples/s | speedup vs ref | GFLOP/s | % narrow fp32 | % 2048^3 fp32 "
+        "| best s | speedup (best) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for mode, mult in (("train", 3), ("infer", 1)):
         for key in r["variants"]:
             t = med[(key, mode)]
             gf = mult * r["flops"] / t / 1e9
-            lines.append(f"| {key} | {mode} | {t:.3f} | {r['batch'] / t:.1f} | {med[('ref', mode)] / t:.2f}x | "
-                         f"{gf:.1f} | {100 * gf / ceil['narrow_fp32']:.0f}% | {100 * gf / ceil['mm2048_fp32']:.0f}% | "
-                         f"{best[(key, mode)]:.3f} | {best[('ref', mode)] / best[(key, mode)]:.2f}x |")
-    lines.append(f"\nbf16 autocast accuracy: max |logit_bf16 - logit_fp32| / max |logit_fp32| = {r['bf16_rel_err']:.2e}")
+            lines.append(
+                f"| {key} | {mode} | {t:.3f} | {r['batch'] / t:.1f} | {med[('ref', mode)] / t:.2f}x | "
+                f"{gf:.1f} | {100 * gf / ceil['narrow_fp32']:.0f}% | {100 * gf / ceil['mm2048_fp32']:.0f}% | "
+                f"{best[(key, mode)]:.3f} | {best[('ref', mode)] / best[(key, mode)]:.2f}x |"
+            )
+    lines.append(
+        f"\nbf16 autocast accuracy: max |logit_bf16 - logit_fp32| / max |logit_fp32| = {r['bf16_rel_err']:.2e}"
+    )
     if r["compile_s"] is not None:
         lines.append(f"torch.compile: first inference + first train step took {r['compile_s']:.0f} s (compile)")
     return lines
@@ -177,9 +195,13 @@ def report(r: dict) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 rounds, Base at batch 8 (~1 minute)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch intra-op threads (default 1: on the shared 2-core machine 2 threads ran ~3x slower); "
-                         "0 = torch's default")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: on the shared 2-core machine 2 threads ran ~3x slower); "
+        "0 = torch's default",
+    )
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds per measurement (default 5, quick 2)")
     ap.add_argument("--base-batch", type=int, default=0, help="Base batch size (default 16, quick 8)")
     ap.add_argument("--compile", action="store_true", help="add a torch.compile(fast) row (compiles for minutes)")
@@ -189,9 +211,11 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 5)
     base_batch = args.base_batch or (8 if args.quick else 16)
     t0 = time.perf_counter()
-    print(f"# SwarmFormer speed, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-          f"load average at start {os.getloadavg()[0]:.1f}")
+    print(
+        f"# SwarmFormer speed, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+        f"load average at start {os.getloadavg()[0]:.1f}"
+    )
     lines = []
     for name, batch in (("swarmformer_small", 48), ("swarmformer_base", base_batch)):
         lines += report(bench_model(name, batch, rounds, args.compile))

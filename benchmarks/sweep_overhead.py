@@ -7,6 +7,7 @@ seconds per trial and the difference. Needs the task's tokenized data (``dvc rep
 
     python benchmarks/sweep_overhead.py [--profile smoke] [--trials 4] [--epochs 1] [--data-dir data/tokenized]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,11 @@ def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tra
         seq_len = model.cfg.seq_len
         train_ds, val_ds = _load(task, str(data_dir), "train", seq_len), _load(task, str(data_dir), "val", seq_len)
         cfg = TrainConfig(**{**trial_train_config(params), **train_kw, "num_threads": 1})
-        tracker = (MlflowTracker("imdb-direct", "trial", parent_run_id=parent.run_id, uri=tracking_uri)
-                   if parent else NullTracker())
+        tracker = (
+            MlflowTracker("imdb-direct", "trial", parent_run_id=parent.run_id, uri=tracking_uri)
+            if parent
+            else NullTracker()
+        )
         if parent:
             tracker.log_params(values)
         with tempfile.TemporaryDirectory() as out:
@@ -63,8 +67,12 @@ def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tra
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="smoke")
-    parser.add_argument("--trials", default="2,6", help="two sweep sizes: their difference separates the fixed cost "
-                                                        "of a sweep from the cost of each further trial")
+    parser.add_argument(
+        "--trials",
+        default="2,6",
+        help="two sweep sizes: their difference separates the fixed cost "
+        "of a sweep from the cost of each further trial",
+    )
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--data-dir", default=str(TOKENIZED_DIR))
     args = parser.parse_args()
@@ -73,8 +81,14 @@ def main() -> None:
     os.environ.setdefault("SWARMLAB_PROGRESS", "0")
     data_dir = Path(args.data_dir).resolve()
     params = load_params(profile=args.profile)
-    params["sweep"].update(max_concurrent=1, cpus_per_trial=1, gpus_per_trial=0, max_epochs=args.epochs,
-                           grace_period=args.epochs, startup_trials=max(sizes))
+    params["sweep"].update(
+        max_concurrent=1,
+        cpus_per_trial=1,
+        gpus_per_trial=0,
+        max_epochs=args.epochs,
+        grace_period=args.epochs,
+        startup_trials=max(sizes),
+    )
     from tasks import get_task
 
     meta = json.loads((data_dir / "meta.json").read_text())
@@ -89,8 +103,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         # warm torch up in this process, so the direct side is not charged for it
-        direct_fits([space.decode({d.name: (d.values[0] if d.values else d.low) for d in space.dims})], space=space,
-                    params=params, data_dir=data_dir, tracking_uri=None)
+        direct_fits(
+            [space.decode({d.name: (d.values[0] if d.values else d.low) for d in space.dims})],
+            space=space,
+            params=params,
+            data_dir=data_dir,
+            tracking_uri=None,
+        )
         for tracking in (False, True):
             uri = f"sqlite:///{tmp / f'mlruns-{tracking}.db'}"
             os.environ["MLFLOW_TRACKING_URI"] = uri
@@ -106,15 +125,22 @@ def main() -> None:
                 tune_s = time.perf_counter() - t0
                 trial_dirs = sorted((out / params["task"] / "ray" / model).glob("trial_*"))
                 configs = [space.decode(json.loads((d / "params.json").read_text())) for d in trial_dirs]
-                direct_s = sum(direct_fits(configs, space=space, params=params, data_dir=data_dir,
-                                           tracking_uri=uri if tracking else None))
+                direct_s = sum(
+                    direct_fits(
+                        configs, space=space, params=params, data_dir=data_dir, tracking_uri=uri if tracking else None
+                    )
+                )
                 rows.append(("mlflow" if tracking else "off", len(configs), direct_s, tune_s))
     import ray
 
     ray.shutdown()
-    print(f"\nRay Tune vs engine.fit, profile {args.profile}, {args.epochs} epoch(s) per trial, 1 trial at a time, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; ray.init once: {ray_init_s:.1f} s (not counted)")
-    print(f"{'tracking':<9} {'trials':>6} {'direct s':>9} {'tune s':>8} {'overhead s':>11} {'per trial':>10} {'ratio':>6}")
+    print(
+        f"\nRay Tune vs engine.fit, profile {args.profile}, {args.epochs} epoch(s) per trial, 1 trial at a time, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; ray.init once: {ray_init_s:.1f} s (not counted)"
+    )
+    print(
+        f"{'tracking':<9} {'trials':>6} {'direct s':>9} {'tune s':>8} {'overhead s':>11} {'per trial':>10} {'ratio':>6}"
+    )
     for label, n, d, t in rows:
         print(f"{label:<9} {n:>6} {d:>9.1f} {t:>8.1f} {t - d:>11.1f} {(t - d) / n:>10.2f} {t / d:>6.2f}")
     print(f"{'tracking':<9} {'fixed per sweep s':>18} {'marginal per trial s':>21}")

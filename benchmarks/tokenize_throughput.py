@@ -7,6 +7,7 @@ both give the same ids.
 
     python benchmarks/tokenize_throughput.py [--n 100000] [--seq-len 256] [--repeats 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ def main() -> None:
     args = ap.parse_args()
     vocab = datasets_dir() / "bert_vocab" / "bert-base-uncased-vocab.txt"
     texts = load_texts(args.n)
-    print(f"{len(texts)} reviews, {sum(map(len, texts)) / len(texts):.0f} chars on average, seq_len {args.seq_len}, "
-          f"{os.cpu_count()} CPUs, RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'default')}")
+    print(
+        f"{len(texts)} reviews, {sum(map(len, texts)) / len(texts):.0f} chars on average, seq_len {args.seq_len}, "
+        f"{os.cpu_count()} CPUs, RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'default')}"
+    )
     times = {"plain encode_batch": [], "stage path": []}
     outputs = {}
     for _ in range(args.repeats):  # interleaved, so drift on a shared machine hits both alike
@@ -59,13 +62,15 @@ def main() -> None:
             outputs[name] = fn(vocab, texts, args.seq_len)
             times[name].append((time.perf_counter() - t0, time.process_time() - cpu0))
     assert np.array_equal(outputs["plain encode_batch"], outputs["stage path"]), "the two paths disagree"
-    print(f"\n| path | wall s (median) | CPU s | reviews/s | vs plain |\n|---|---|---|---|---|")
+    print("\n| path | wall s (median) | CPU s | reviews/s | vs plain |\n|---|---|---|---|---|")
     base = statistics.median(t for t, _ in times["plain encode_batch"])
     for name, ts in times.items():
         wall = statistics.median(t for t, _ in ts)
         cpu = statistics.median(c for _, c in ts)
         print(f"| {name} | {wall:.1f} | {cpu:.1f} | {len(texts) / wall:,.0f} | {base / wall:.2f}x |")
-    print(f"\nidentical ids: yes; goal 100k reviews <= 20 s; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(
+        f"\nidentical ids: yes; goal 100k reviews <= 20 s; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

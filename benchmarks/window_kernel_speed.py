@@ -15,6 +15,7 @@ The outputs of old and new are compared too (max |difference|).
 
     python benchmarks/window_kernel_speed.py [--tokens 4096] [--batch 2] [--rounds 7] [--rev f937df0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ from models.layers.window_attention import sliding_window_attention  # noqa: E40
 
 def load_old(rev: str, path: str, name: str):
     """Import ``path`` as it was at git ``rev`` under the module name ``name``."""
-    src = subprocess.run(["git", "-C", str(REPO_ROOT), "show", f"{rev}:{path}"], check=True,
-                         capture_output=True, text=True).stdout
+    src = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
     tmp = Path(tempfile.mkdtemp()) / f"{name}.py"
     tmp.write_text(src)
     spec = importlib.util.spec_from_file_location(name, tmp)
@@ -70,25 +72,32 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(B, H, L, Dh, generator=g, requires_grad=True) for _ in range(3))
     mask = torch.ones(B, L, dtype=torch.bool)
-    mask[1, L - L // 3:] = False
+    mask[1, L - L // 3 :] = False
     bias = torch.randn(H, 33, generator=g, requires_grad=True)
     grad = torch.randn(B, H, L, Dh, generator=g)  # an incoming gradient like a model's (a sum's is stride-0)
     cases = {
         "longformer w=32 +global": (
             lambda: old_lf.sliding_chunks_attention(q, k, v, mask, window_one_sided=32, global_first=True),
-            lambda: sliding_chunks_attention(q, k, v, mask, window_one_sided=32, global_first=True)),
+            lambda: sliding_chunks_attention(q, k, v, mask, window_one_sided=32, global_first=True),
+        ),
         "enhanced r=16 +bias": (
             lambda: old_sw.sliding_window_attention(q, k, v, window_one_sided=16, key_mask=mask, rel_bias=bias),
-            lambda: sliding_window_attention(q, k, v, window_one_sided=16, key_mask=mask, rel_bias=bias)),
+            lambda: sliding_window_attention(q, k, v, window_one_sided=16, key_mask=mask, rel_bias=bias),
+        ),
     }
-    print(f"CPU {describe_cpu()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); B={B} H={H} L={L} Dh={Dh}; "
-          f"old = {args.rev}, {args.rounds} interleaved rounds; median and best ms (best: least disturbed by other processes)")
-    print("| kernel | mode | old median | new median | new/old | old best | new best | new/old (best) | max abs diff |\n"
-          "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"CPU {describe_cpu()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s); B={B} H={H} L={L} Dh={Dh}; "
+        f"old = {args.rev}, {args.rounds} interleaved rounds; median and best ms (best: least disturbed by other processes)"
+    )
+    print(
+        "| kernel | mode | old median | new median | new/old | old best | new best | new/old (best) | max abs diff |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
     for label, (old, new) in cases.items():
         with torch.no_grad():
             diff = (old() - new()).abs().max().item()
         for mode in ("forward", "fwd+bwd"):
+
             def run(fn):
                 if mode == "forward":
                     with torch.no_grad():
@@ -102,7 +111,9 @@ def main() -> None:
                 t_new.append(run(new))
             mo, mn = statistics.median(t_old) * 1e3, statistics.median(t_new) * 1e3
             bo, bn = min(t_old) * 1e3, min(t_new) * 1e3
-            print(f"| {label} | {mode} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {bo:.1f} | {bn:.1f} | {bn / bo:.2f} | {diff:.1e} |")
+            print(
+                f"| {label} | {mode} | {mo:.1f} | {mn:.1f} | {mn / mo:.2f} | {bo:.1f} | {bn:.1f} | {bn / bo:.2f} | {diff:.1e} |"
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Tags with a meaning for every model: ``ignores_mask`` = the model's output depen
 outputs the same way (in eval mode; for ``lstm_sorted`` when the points are distinct); tests/test_set_models.py
 checks every model so tagged.
 """
+
 from models.registry import add_tags, create_model, list_models, model_entry, register_model
 from models import swarmformer  # noqa: F401  (registers swarmformer_*)
 from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)

@@ -4,6 +4,7 @@
 -> Linear``. Parameters (learned positions, mlp_ratio r):
 ``V*D + L*D + layers*((4 + 2r)*D^2 + (9 + r)*D) + 2*D + D*K + K`` (sinusoidal: no ``L*D`` term).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -87,8 +88,10 @@ class EncoderClassifier(nn.Module):
         x = self.tok_emb(input_ids)  # (B, L, D)
         if self.pos_emb is not None:
             if L > self.cfg.seq_len:
-                raise ValueError(f"input length {L} exceeds seq_len={self.cfg.seq_len} (learned positions): "
-                                 f"build the model with seq_len >= {L} or pos_emb='sinusoidal'")
+                raise ValueError(
+                    f"input length {L} exceeds seq_len={self.cfg.seq_len} (learned positions): "
+                    f"build the model with seq_len >= {L} or pos_emb='sinusoidal'"
+                )
             x = x + self.pos_emb.weight[:L]  # (B, L, D)
         else:
             x = x + sinusoidal_positions(L, self.cfg.d_model, device=x.device, dtype=x.dtype)

@@ -32,6 +32,7 @@ rising linearly to 0.1; truncated-normal (0.02) init. Where this differs from th
 
 A stage of depth 1 has only a plain block (no shifted one): ``hsw_small`` (depths 1/1/2/1) shifts in stage 3 only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -80,16 +81,22 @@ class HSWConfig:
             raise ValueError(f"HSWConfig: depths {self.depths} and heads {self.heads} must have one entry per stage")
         for s, (dim, h) in enumerate(zip(self.stage_dims, self.heads)):
             if dim % h:
-                raise ValueError(f"HSWConfig: stage {s + 1} has width d_model * 2**{s} = {dim}, not divisible by "
-                                 f"heads[{s}] = {h}: change d_model or heads")
+                raise ValueError(
+                    f"HSWConfig: stage {s + 1} has width d_model * 2**{s} = {dim}, not divisible by "
+                    f"heads[{s}] = {h}: change d_model or heads"
+                )
         if self.window < 2 or self.window % 2:
-            raise ValueError(f"HSWConfig.window={self.window} must be even and >= 2: shifted blocks move by exactly "
-                             f"half a window (e.g. window={max(2, self.window + 1)})")
+            raise ValueError(
+                f"HSWConfig.window={self.window} must be even and >= 2: shifted blocks move by exactly "
+                f"half a window (e.g. window={max(2, self.window + 1)})"
+            )
         shortest = MERGE ** (self.num_stages - 1)
         if self.seq_len < shortest:
-            raise ValueError(f"HSWConfig: seq_len={self.seq_len} gives stage {self.num_stages} less than one token "
-                             f"({shortest} tokens merge into one there): raise seq_len to >= {shortest} or use "
-                             f"fewer stages")
+            raise ValueError(
+                f"HSWConfig: seq_len={self.seq_len} gives stage {self.num_stages} less than one token "
+                f"({shortest} tokens merge into one there): raise seq_len to >= {shortest} or use "
+                f"fewer stages"
+            )
         for name in ("dropout", "attn_dropout", "drop_path"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"HSWConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
@@ -134,12 +141,23 @@ class HSWBlock(nn.Module):
         drop_path: stochastic-depth probability of this block.
     """
 
-    def __init__(self, dim: int, *, heads: int, window: int, shift: int, mlp_ratio: int, dropout: float,
-                 attn_dropout: float, drop_path: float):
+    def __init__(
+        self,
+        dim: int,
+        *,
+        heads: int,
+        window: int,
+        shift: int,
+        mlp_ratio: int,
+        dropout: float,
+        attn_dropout: float,
+        drop_path: float,
+    ):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = ShiftedWindowAttention(dim, heads=heads, window=window, shift=shift, attn_dropout=attn_dropout,
-                                           proj_dropout=dropout)
+        self.attn = ShiftedWindowAttention(
+            dim, heads=heads, window=window, shift=shift, attn_dropout=attn_dropout, proj_dropout=dropout
+        )
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = Mlp(dim, mlp_ratio * dim, dropout)
         self.mlp_drop = nn.Dropout(dropout)
@@ -184,9 +202,18 @@ class HSWStage(nn.Module):
         dim = cfg.stage_dims[stage]
         self.multiple = cfg.stage_multiple(stage)
         self.blocks = nn.ModuleList(
-            HSWBlock(dim, heads=cfg.heads[stage], window=cfg.window, shift=0 if i % 2 == 0 else cfg.window // 2,
-                     mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, attn_dropout=cfg.attn_dropout, drop_path=p)
-            for i, p in enumerate(drop_paths))
+            HSWBlock(
+                dim,
+                heads=cfg.heads[stage],
+                window=cfg.window,
+                shift=0 if i % 2 == 0 else cfg.window // 2,
+                mlp_ratio=cfg.mlp_ratio,
+                dropout=cfg.dropout,
+                attn_dropout=cfg.attn_dropout,
+                drop_path=p,
+            )
+            for i, p in enumerate(drop_paths)
+        )
         self.merge = PatchMerging(dim) if stage < cfg.num_stages - 1 else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -218,7 +245,8 @@ class HSW(nn.Module):
         rates = torch.linspace(0, cfg.drop_path, sum(cfg.depths)).tolist()  # stochastic depth per block
         starts = [sum(cfg.depths[:s]) for s in range(cfg.num_stages)]
         self.stages = nn.ModuleList(
-            HSWStage(cfg, s, rates[starts[s]:starts[s] + cfg.depths[s]]) for s in range(cfg.num_stages))
+            HSWStage(cfg, s, rates[starts[s] : starts[s] + cfg.depths[s]]) for s in range(cfg.num_stages)
+        )
         self.norm = nn.LayerNorm(cfg.stage_dims[-1])
         self.head = nn.Linear(cfg.stage_dims[-1], cfg.num_classes)
         self.apply(self._init_weights)
@@ -247,6 +275,7 @@ class HSW(nn.Module):
 
 
 # ---- registered variants ----------------------------------------------------------------------------------
+
 
 def _build(defaults: dict, overrides: dict) -> HSW:
     names = {f.name for f in fields(HSWConfig)}

@@ -6,6 +6,7 @@ matrix, hence no attention dropout (dropout still acts on residual branches, FFN
 
 Parameters of ``linear_transformer`` (D=128, 2 layers, H=4, r=4, L=256, learned positions): 4,336,642.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ class LinearTransformerConfig(EncoderConfig):
 
 class LinearTransformer(EncoderClassifier):
     def __init__(self, cfg: LinearTransformerConfig):
-        super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="linear", eps=c.eps))
+        super().__init__(
+            cfg, lambda c: PatternSelfAttention(c.d_model, num_heads=c.num_heads, pattern="linear", eps=c.eps)
+        )
 
 
 @register_model(tags=("baseline", "efficient_attention"))

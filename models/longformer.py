@@ -9,6 +9,7 @@ baseline has the same parameter count at equal width and depth).
 
 Parameters of ``longformer`` (D=128, 2 layers, H=4, r=4, L=256, learned positions): 4,336,642.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,9 +27,17 @@ class LongformerConfig(EncoderConfig):
 
 class Longformer(EncoderClassifier):
     def __init__(self, cfg: LongformerConfig):
-        super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="sliding_chunks", dropout=c.attention_dropout,
-            window_one_sided=c.window_one_sided, global_first=c.global_first))
+        super().__init__(
+            cfg,
+            lambda c: PatternSelfAttention(
+                c.d_model,
+                num_heads=c.num_heads,
+                pattern="sliding_chunks",
+                dropout=c.attention_dropout,
+                window_one_sided=c.window_one_sided,
+                global_first=c.global_first,
+            ),
+        )
 
 
 @register_model(tags=("baseline", "efficient_attention"))

@@ -3,6 +3,7 @@
 Every entry point builds models through ``create_model(name, **overrides)`` so that a sweep, a DVC
 stage and a test all mean the same thing by the same name.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -12,6 +12,7 @@ The network is ``num_layers`` such layers with ReLU between them and a linear la
 Defaults: Table 2's best codes, SetLinear (64-6) and SetLinear (max) (96-6), code (a-d) = hidden units - layers.
 Table 1 lists a smaller explored range (hidden 32, 64; layers 2, 4, 8) than Table 2's winners; Table 2 is used.
 """
+
 from __future__ import annotations
 
 import dataclasses

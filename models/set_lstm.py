@@ -16,6 +16,7 @@ Padding: the real entities of each set are gathered to the front in the chosen o
 
 Defaults: Table 2's best codes, LSTM (128-3) and LSTM (sorted) (64-3), code (a-d) = hidden units - layers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -87,8 +88,14 @@ class SetLSTM(nn.Module):
     def __init__(self, cfg: SetLSTMConfig):
         super().__init__()
         self.cfg = cfg
-        self.lstm = nn.LSTM(cfg.dim_input, cfg.dim_hidden, cfg.num_layers, batch_first=True, bidirectional=True,
-                            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            cfg.dim_input,
+            cfg.dim_hidden,
+            cfg.num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
+        )
         self.out = nn.Linear(2 * cfg.dim_hidden, cfg.dim_output)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

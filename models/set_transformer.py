@@ -12,6 +12,7 @@ leaves out (``amortised_clustering.py``, ``models.py``, ``set_transformer.py`` i
 
 Parameters of ``set_transformer_isab`` (D=32, H=4, m=60, 3 layers, rFF depth 4, in 2, out 10): 57,642.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,10 @@ class SetTransformerConfig:
             if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
         if self.dim_hidden % self.num_heads:
-            raise ValueError(f"dim_hidden={self.dim_hidden} is not divisible by num_heads={self.num_heads}: "
-                             "change one so that the head width is an integer")
+            raise ValueError(
+                f"dim_hidden={self.dim_hidden} is not divisible by num_heads={self.num_heads}: "
+                "change one so that the head width is an integer"
+            )
         if self.block not in ("isab", "sab"):
             raise ValueError(f"block must be 'isab' or 'sab', got {self.block!r}")
         if self.head not in POOLINGS:
@@ -87,7 +90,9 @@ class SetTransformer(nn.Module):
     def arch_code(self) -> str:
         """Seed 003 Table 1 code: (hidden units - inducing points - layers); SAB has no inducing points."""
         c = self.cfg
-        return f"({c.dim_hidden}-{c.num_inds}-{c.num_layers})" if c.block == "isab" else f"({c.dim_hidden}-{c.num_layers})"
+        return (
+            f"({c.dim_hidden}-{c.num_inds}-{c.num_layers})" if c.block == "isab" else f"({c.dim_hidden}-{c.num_layers})"
+        )
 
 
 @register_model(kind="set", tags=("permutation_equivariant", "baseline"))

@@ -10,6 +10,7 @@ second term is L/8 keys per query: 8x fewer than full attention, still quadratic
 
 Parameters of ``sparse_transformer`` (D=128, 2 layers, H=4, r=4, L=256, learned positions): 4,336,642.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,9 +33,17 @@ class SparseTransformerConfig(EncoderConfig):
 
 class SparseTransformer(EncoderClassifier):
     def __init__(self, cfg: SparseTransformerConfig):
-        super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="fixed_sparse", dropout=c.attention_dropout,
-            block=c.block, summary=c.summary))
+        super().__init__(
+            cfg,
+            lambda c: PatternSelfAttention(
+                c.d_model,
+                num_heads=c.num_heads,
+                pattern="fixed_sparse",
+                dropout=c.attention_dropout,
+                block=c.block,
+                summary=c.summary,
+            ),
+        )
 
 
 @register_model(tags=("baseline", "efficient_attention"))

@@ -48,6 +48,7 @@ Two paths compute the same function (``fast`` in the config; the state dict is t
     from memory for each (benchmarks/set_step_bound.py: 1.05-1.25x per train step at N=100, 1.2-1.45x at N=550, one
     thread; with two threads the ~10x more ops measured 0.4-0.6x, so the blocks are used with one thread only).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,8 +98,10 @@ class SwarmConfig:
         if self.head not in HEADS:
             raise ValueError(f"SwarmConfig.head must be one of {HEADS}, got {self.head!r}")
         if self.head == "pma" and (self.head_width < 1 or self.head_width % self.head_heads):
-            raise ValueError(f"SwarmConfig.head_width={self.head_width} must be a positive multiple of "
-                             f"head_heads={self.head_heads} for the PMA head")
+            raise ValueError(
+                f"SwarmConfig.head_width={self.head_width} must be a positive multiple of "
+                f"head_heads={self.head_heads} for the PMA head"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"SwarmConfig.dropout must be in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fast, bool):
@@ -109,16 +112,21 @@ class SwarmConfig:
 
 # ---- pooling ----------------------------------------------------------------------------------------------
 
+
 def check_mask(mask: torch.Tensor | None, x: torch.Tensor, pooling: str) -> None:
     """Raise a ValueError that says what to change when ``mask`` does not fit ``x`` (B, N, D) or ``pooling``."""
     if mask is None:
         return
     if mask.dtype != torch.bool or mask.shape != x.shape[:2]:
-        raise ValueError(f"mask must be a bool tensor of shape {tuple(x.shape[:2])} (True = real entity), "
-                         f"got {mask.dtype} {tuple(mask.shape)}")
+        raise ValueError(
+            f"mask must be a bool tensor of shape {tuple(x.shape[:2])} (True = real entity), "
+            f"got {mask.dtype} {tuple(mask.shape)}"
+        )
     if pooling == "causal" and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
-        raise ValueError("causal pooling divides by the position, so padding is only allowed at the end of a "
-                         "sequence: a mask has a real entity after a padded one")
+        raise ValueError(
+            "causal pooling divides by the position, so padding is only allowed at the end of a "
+            "sequence: a mask has a real entity after a padded one"
+        )
 
 
 def pool_reference(h: torch.Tensor, mask: torch.Tensor | None, pooling: str) -> torch.Tensor:
@@ -167,7 +175,7 @@ def _tanh(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
 def _activate_gates(z: torch.Tensor, H: int) -> None:
     """In place on (M, 4H) rows [i f o g]: sigmoid on i, f, o and tanh on g, as ONE contiguous sigmoid pass
     over all 4H columns with g pre-doubled (tanh(x) = 2 sigmoid(2x) - 1)."""
-    g = z[:, 3 * H:]
+    g = z[:, 3 * H :]
     g.mul_(2.0)
     z.sigmoid_()
     torch.add(_MINUS_ONE.to(z.dtype), g, alpha=2.0, out=g)
@@ -262,8 +270,9 @@ class _SwarmRecurrence(torch.autograd.Function):
         saved, counts = [], []
         for b0, b1 in blocks:  # the sets of a block never meet those of another: pooling is per set
             info, dr = _block_info(pool_info, drop, pooling, b0, b1)
-            _, gates, cells, pooled, argmax = _fused_forward(xw[b0:b1], w_hh, w_hp, info, dr, pooling, n_iter,
-                                                             save=True, out=hc[b0:b1])
+            _, gates, cells, pooled, argmax = _fused_forward(
+                xw[b0:b1], w_hh, w_hp, info, dr, pooling, n_iter, save=True, out=hc[b0:b1]
+            )
             saved += [gates, cells, *pooled, *argmax]
             counts.append((len(pooled), len(argmax)))  # how many of each this block saved
         ctx.save_for_backward(w_hh, w_hp, pool_info, drop, *saved)
@@ -278,17 +287,32 @@ class _SwarmRecurrence(torch.autograd.Function):
         dw_hh, dw_hp = torch.zeros_like(w_hh), torch.zeros_like(w_hp)  # (4H, H), summed over the blocks
         k = 0
         for (b0, b1), (n_pooled, n_argmax) in zip(blocks, counts):
-            gates, cells, *rest = saved[k: k + 2 + n_pooled + n_argmax]
+            gates, cells, *rest = saved[k : k + 2 + n_pooled + n_argmax]
             pooled, argmax = rest[:n_pooled], rest[n_pooled:]
             k += 2 + n_pooled + n_argmax
             info, dr = _block_info(pool_info, drop, pooling, b0, b1)
-            _fused_backward(d_hc[b0:b1], gates, cells, w_hh, w_hp, info, dr, pooled, argmax, pooling, n_iter,
-                            dxw=dxw[b0:b1], dw_hh=dw_hh, dw_hp=dw_hp)
+            _fused_backward(
+                d_hc[b0:b1],
+                gates,
+                cells,
+                w_hh,
+                w_hp,
+                info,
+                dr,
+                pooled,
+                argmax,
+                pooling,
+                n_iter,
+                dxw=dxw[b0:b1],
+                dw_hh=dw_hh,
+                dw_hp=dw_hp,
+            )
         return dxw, dw_hh, dw_hp, None, None, None, None, None
 
 
-def _fused_backward(d_hc, gates, cells, w_hh, w_hp, pool_info, drop, pooled, argmax, pooling: str, n_iter: int,
-                    *, dxw, dw_hh, dw_hp) -> None:
+def _fused_backward(
+    d_hc, gates, cells, w_hh, w_hp, pool_info, drop, pooled, argmax, pooling: str, n_iter: int, *, dxw, dw_hh, dw_hp
+) -> None:
     """Backward of one block of whole sets: writes d xw into ``dxw`` (a contiguous (b, N, 4H) view) and adds
     the block's weight gradients to ``dw_hh`` and ``dw_hp`` (4H, H) in place."""
     B, N, H2 = d_hc.shape
@@ -326,7 +350,7 @@ def _fused_backward(d_hc, gates, cells, w_hh, w_hp, pool_info, drop, pooled, arg
         dxw.add_(dz)
         # h_prev = o_prev * tanh(c_prev) (* dropout), recomputed; tanh(c_prev) is the next step's tc
         _tanh(cells[t - 1], out=tc_prev)
-        torch.mul(gates[t - 1][:, 2 * H: 3 * H], tc_prev, out=h_prev)
+        torch.mul(gates[t - 1][:, 2 * H : 3 * H], tc_prev, out=h_prev)
         if drop is not None:
             h_prev.view(B, N, H).mul_(drop[t - 1])
         dw_hh.addmm_(dz.t(), h_prev)  # (4H, B*N) @ (B*N, H)
@@ -360,6 +384,7 @@ def _masked_max(h: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tenso
 
 
 # ---- modules ----------------------------------------------------------------------------------------------
+
 
 class SwarmCell(nn.Module):
     """The SWARM LSTM cell's weights (gate rows in the order i, f, o, g) and one plain iteration.
@@ -401,8 +426,18 @@ class SwarmLayer(nn.Module):
         block_rows: fast path: rows of (B*N) per block of whole sets (0 = all sets at once); one thread only.
     """
 
-    def __init__(self, dim_input: int, dim_output: int, *, dim_hidden: int, n_iter: int, pooling: str,
-                 dropout: float = 0.0, fast: bool = True, block_rows: int = 1024):
+    def __init__(
+        self,
+        dim_input: int,
+        dim_output: int,
+        *,
+        dim_hidden: int,
+        n_iter: int,
+        pooling: str,
+        dropout: float = 0.0,
+        fast: bool = True,
+        block_rows: int = 1024,
+    ):
         super().__init__()
         self.n_iter, self.pooling, self.dropout, self.fast = n_iter, pooling, dropout, fast
         self.block_rows = block_rows
@@ -452,16 +487,19 @@ class SwarmLayer(nn.Module):
             hc = xw.new_empty((B, N, 2 * self.cell.dim_hidden))  # (B, N, 2H)
             for b0, b1 in _set_blocks(B, N, rows):  # inference: one gate buffer per block, nothing kept
                 block_info, block_drop = _block_info(info, drop, self.pooling, b0, b1)
-                _fused_forward(xw[b0:b1], w_hh, w_hp, block_info, block_drop, self.pooling, self.n_iter, save=False,
-                               out=hc[b0:b1])
+                _fused_forward(
+                    xw[b0:b1], w_hh, w_hp, block_info, block_drop, self.pooling, self.n_iter, save=False, out=hc[b0:b1]
+                )
             return hc
 
     # -- incremental causal evaluation (used by the SWARM Transformer's sampler) --
 
     def init_causal_state(self, batch: int, *, device=None, dtype=torch.float32) -> dict:
         """Empty state for :meth:`causal_step`: no position seen yet."""
-        return {"sums": torch.zeros(max(self.n_iter - 1, 0), batch, self.cell.dim_hidden, device=device,
-                                    dtype=dtype), "count": 0}
+        return {
+            "sums": torch.zeros(max(self.n_iter - 1, 0), batch, self.cell.dim_hidden, device=device, dtype=dtype),
+            "count": 0,
+        }
 
     def causal_step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
         """Output at the next position i (1-based) of a causal layer from its input ``x`` (B, D_in) alone.
@@ -513,12 +551,23 @@ class Swarm(nn.Module):
         last = cfg.head_width if cfg.head == "pma" else cfg.dim_output
         dims = [cfg.dim_input] + [cfg.dim_hidden] * (cfg.num_layers - 1) + [last]
         self.layers = nn.ModuleList(
-            SwarmLayer(d_in, d_out, dim_hidden=cfg.dim_hidden, n_iter=cfg.n_iter, pooling=cfg.pooling,
-                       dropout=cfg.dropout, fast=cfg.fast, block_rows=cfg.block_rows)
+            SwarmLayer(
+                d_in,
+                d_out,
+                dim_hidden=cfg.dim_hidden,
+                n_iter=cfg.n_iter,
+                pooling=cfg.pooling,
+                dropout=cfg.dropout,
+                fast=cfg.fast,
+                block_rows=cfg.block_rows,
+            )
             for d_in, d_out in zip(dims[:-1], dims[1:])
         )
-        self.head = (SetPoolingHead(cfg.head_width, cfg.dim_output, pooling="pma", heads=cfg.head_heads)
-                     if cfg.head == "pma" else None)
+        self.head = (
+            SetPoolingHead(cfg.head_width, cfg.dim_output, pooling="pma", heads=cfg.head_heads)
+            if cfg.head == "pma"
+            else None
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.cfg.dim_input:
@@ -571,9 +620,14 @@ def swarm(**overrides) -> Swarm:
 # Their SwarmLayer: cell.Wih (Conv1d, weight (4H, D_in, 1) + bias), cell.Whh / cell.Whp (no bias), ffwd
 # (Conv1d (D_out, 2H, 1) + bias). Stacked layers live in MaskedSequential.mods.{0, 2, 4, ...} with a
 # parameter-free non-linearity at the odd indices.
-_LAYER_KEYS = {"cell.Wih.weight": "cell.w_ih.weight", "cell.Wih.bias": "cell.w_ih.bias",
-               "cell.Whh.weight": "cell.w_hh.weight", "cell.Whp.weight": "cell.w_hp.weight",
-               "ffwd.weight": "out.weight", "ffwd.bias": "out.bias"}
+_LAYER_KEYS = {
+    "cell.Wih.weight": "cell.w_ih.weight",
+    "cell.Wih.bias": "cell.w_ih.bias",
+    "cell.Whh.weight": "cell.w_hh.weight",
+    "cell.Whp.weight": "cell.w_hp.weight",
+    "ffwd.weight": "out.weight",
+    "ffwd.bias": "out.bias",
+}
 
 
 def convert_reference_state_dict(sd: dict) -> dict:
@@ -589,15 +643,19 @@ def convert_reference_state_dict(sd: dict) -> dict:
         if prefix:
             pos, _, rest = rest.partition(".")
             if not pos.isdigit() or int(pos) % 2:
-                raise KeyError(f"convert_reference_state_dict: unexpected key {key!r}: SWARM layers sit at even "
-                               f"indices of MaskedSequential.mods")
+                raise KeyError(
+                    f"convert_reference_state_dict: unexpected key {key!r}: SWARM layers sit at even "
+                    f"indices of MaskedSequential.mods"
+                )
             index = int(pos) // 2
         if rest not in _LAYER_KEYS:
             raise KeyError(f"convert_reference_state_dict: unexpected key {key!r}; it matches no SwarmLayer tensor")
         if rest.endswith("weight"):
             if value.dim() != 3 or value.shape[-1] != 1:
-                raise ValueError(f"convert_reference_state_dict: {key!r} should be a kernel-1 Conv1d weight "
-                                 f"(out, in, 1), got shape {tuple(value.shape)}")
+                raise ValueError(
+                    f"convert_reference_state_dict: {key!r} should be a kernel-1 Conv1d weight "
+                    f"(out, in, 1), got shape {tuple(value.shape)}"
+                )
             value = value[..., 0]
         by_layer.setdefault(index, {})[f"layers.{index}.{_LAYER_KEYS[rest]}"] = value
     if sorted(by_layer) != list(range(len(by_layer))):

@@ -29,6 +29,7 @@ per sub-pixel and per layer it runs the T iterations of ONE position against run
 earlier positions, so a whole image costs what one full forward costs. :meth:`sample_naive` re-runs the
 full model per sub-pixel (the oracle); with the same ``torch.Generator`` both draw identical samples.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,9 @@ def location_features_2d(H: int, W: int, dim: int) -> torch.Tensor:
     y = torch.arange(H, dtype=torch.float64)[:, None, None] / W  # (H, 1, 1): divided by W as theirs
     ax, ay = 2 * math.pi * freqs * x, 2 * math.pi * freqs * y  # (1, W, n), (H, 1, n)
     shape = (H, W, n)
-    feats = torch.stack([ax.sin().expand(shape), ay.sin().expand(shape), ax.cos().expand(shape),
-                         ay.cos().expand(shape)], dim=-1)  # (H, W, n, 4)
+    feats = torch.stack(
+        [ax.sin().expand(shape), ay.sin().expand(shape), ax.cos().expand(shape), ay.cos().expand(shape)], dim=-1
+    )  # (H, W, n, 4)
     return feats.reshape(H, W, dim).float()
 
 
@@ -98,9 +100,18 @@ class SwarmTransformer(nn.Module):
             nn.init.uniform_(self.class_embedding.weight, -0.1, 0.1)
         self.channel_embedding = nn.Parameter(torch.zeros(C, cfg.dim)) if C > 1 else None
         self.register_buffer("positions", location_features_2d(H, W, cfg.dim), persistent=False)  # (H, W, D)
-        self.body = Swarm(SwarmConfig(dim_input=cfg.dim, dim_output=N_VALUES, dim_hidden=cfg.dim_hidden,
-                                      n_iter=cfg.n_iter, num_layers=cfg.num_layers, pooling="causal",
-                                      dropout=cfg.dropout, fast=cfg.fast))
+        self.body = Swarm(
+            SwarmConfig(
+                dim_input=cfg.dim,
+                dim_output=N_VALUES,
+                dim_hidden=cfg.dim_hidden,
+                n_iter=cfg.n_iter,
+                num_layers=cfg.num_layers,
+                pooling="causal",
+                dropout=cfg.dropout,
+                fast=cfg.fast,
+            )
+        )
 
     # -- inputs --
 
@@ -123,7 +134,9 @@ class SwarmTransformer(nn.Module):
     def to_sequence(self, pixels: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, L) in sub-pixel order (h, w, c)."""
         if pixels.dim() != 4 or tuple(pixels.shape[1:]) != self.cfg.image_size:
-            raise ValueError(f"pixels must be (B, {', '.join(map(str, self.cfg.image_size))}), got {tuple(pixels.shape)}")
+            raise ValueError(
+                f"pixels must be (B, {', '.join(map(str, self.cfg.image_size))}), got {tuple(pixels.shape)}"
+            )
         return pixels.permute(0, 2, 3, 1).reshape(pixels.shape[0], -1)  # (B, H*W*C)
 
     def from_sequence(self, seq: torch.Tensor) -> torch.Tensor:
@@ -172,8 +185,14 @@ class SwarmTransformer(nn.Module):
             return self.from_sequence(self._incremental(pixels.shape[0], labels, lambda l, _: seq[:, l]))
 
     @torch.no_grad()
-    def sample(self, labels: torch.Tensor | None, *, generator: torch.Generator | None = None,
-               temperature: float = 1.0, num_samples: int | None = None) -> torch.Tensor:
+    def sample(
+        self,
+        labels: torch.Tensor | None,
+        *,
+        generator: torch.Generator | None = None,
+        temperature: float = 1.0,
+        num_samples: int | None = None,
+    ) -> torch.Tensor:
         """Draw images (B, C, H, W) long, sub-pixel by sub-pixel, reusing the causal state (O(L) total).
 
         One ``torch.multinomial(softmax(logits / temperature), 1, generator=generator)`` per sub-pixel, in
@@ -192,9 +211,15 @@ class SwarmTransformer(nn.Module):
         return self.from_sequence(torch.stack(values, dim=1))  # (B, C, H, W)
 
     @torch.no_grad()
-    def sample_naive(self, labels: torch.Tensor | None, *, generator: torch.Generator | None = None,
-                     temperature: float = 1.0, num_samples: int | None = None,
-                     max_positions: int | None = None) -> torch.Tensor:
+    def sample_naive(
+        self,
+        labels: torch.Tensor | None,
+        *,
+        generator: torch.Generator | None = None,
+        temperature: float = 1.0,
+        num_samples: int | None = None,
+        max_positions: int | None = None,
+    ) -> torch.Tensor:
         """The oracle of :meth:`sample`: one full forward per sub-pixel (O(L^2)); unsampled sub-pixels are 0.
 
         ``max_positions`` stops after that many sub-pixels (the rest stay 0), for timing.

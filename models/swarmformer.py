@@ -24,6 +24,7 @@ Two switches, neither adds a parameter (state dicts are interchangeable):
     has); all-PAD clusters are masked out as keys of the cluster attention. Appending PAD therefore
     leaves the logits unchanged. With ``attention_mask=None`` every token counts as real.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,6 +73,7 @@ class SwarmFormerConfig:
 
 
 # ---- helpers of the fast path ---------------------------------------------------------------------------
+
 
 def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """``nn.Dropout`` semantics (keep each element with probability 1 - p, scale kept ones by 1/(1 - p)).
@@ -147,6 +149,7 @@ class _PadInfo:
 
 
 # ---- blocks ---------------------------------------------------------------------------------------------
+
 
 class Mlp(nn.Module):
     """Linear(D, D) -> GELU -> Dropout -> Linear(D, D)."""
@@ -455,8 +458,12 @@ def _rename(sd: dict, src: int, who: str) -> dict:
                 break
         else:
             raise KeyError(f"{who}: unexpected key {key!r}; it matches no SwarmFormer parameter")
-    required = [pair[1 - src].format(p=p) for pair in _KEY_PAIRS if "{i}" not in pair[0]
-                for p in (("weight",) if "{p}" not in pair[0] else ("weight", "bias"))]
+    required = [
+        pair[1 - src].format(p=p)
+        for pair in _KEY_PAIRS
+        if "{i}" not in pair[0]
+        for p in (("weight",) if "{p}" not in pair[0] else ("weight", "bias"))
+    ]
     missing = [k for k in required if k not in out]
     if missing:
         raise KeyError(f"{who}: missing key(s) {missing}")

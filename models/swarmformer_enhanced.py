@@ -45,6 +45,7 @@ buffer, so checkpoints resume exactly), or call ``model.set_temperature(tau)`` f
 with :func:`gumbel_anneal_callback` passed to ``pipelines.common.engine.fit(callbacks=...)``. Eval mode uses
 no noise: ``softmax(logits / tau)``, or the one-hot argmax when ``gumbel_hard``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -112,8 +113,20 @@ class EnhancedSwarmFormerConfig:
     def __post_init__(self):
         if isinstance(self.pyramid_factors, list):  # params.yaml gives lists
             self.pyramid_factors = tuple(self.pyramid_factors)
-        positive = ("vocab_size", "num_classes", "d_model", "num_layers", "t_local", "cluster_size", "seq_len",
-                    "heads", "dim_head", "window_one_sided", "routing_block", "mlp_ratio")
+        positive = (
+            "vocab_size",
+            "num_classes",
+            "d_model",
+            "num_layers",
+            "t_local",
+            "cluster_size",
+            "seq_len",
+            "heads",
+            "dim_head",
+            "window_one_sided",
+            "routing_block",
+            "mlp_ratio",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -183,8 +196,13 @@ class LocalSwarmStep(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.mix_norm = _norm(cfg)
         if cfg.window_attn:
-            self.mix = LocalWindowAttention(D, heads=cfg.heads, dim_head=cfg.dim_head,
-                                            window_one_sided=cfg.window_one_sided, attn_dropout=cfg.attn_dropout)
+            self.mix = LocalWindowAttention(
+                D,
+                heads=cfg.heads,
+                dim_head=cfg.dim_head,
+                window_one_sided=cfg.window_one_sided,
+                attn_dropout=cfg.attn_dropout,
+            )
         else:
             self.mix = NeighbourMean()
         self.mlp_norm = _norm(cfg)
@@ -232,15 +250,26 @@ class EnhancedSwarmLayer(nn.Module):
         self.local = LocalSwarmStep(cfg)
         size = cfg.level_cluster_sizes[level]
         if cfg.routing:
-            self.clusters = GumbelRouter(cfg.d_model, num_clusters=cfg.routing_block // size,
-                                         block=cfg.routing_block, hard=cfg.gumbel_hard, norm=_norm(cfg))
+            self.clusters = GumbelRouter(
+                cfg.d_model,
+                num_clusters=cfg.routing_block // size,
+                block=cfg.routing_block,
+                hard=cfg.gumbel_hard,
+                norm=_norm(cfg),
+            )
         else:
             self.clusters = ChunkClusters(size)
         self.cluster_norm = _norm(cfg)
         mha = cfg.cluster_mha
         self.cluster_attn = MultiHeadSelfAttention(
-            cfg.d_model, heads=cfg.heads if mha else 1, dim_head=cfg.dim_head if mha else cfg.d_model,
-            tied_qkv=cfg.tied_qkv, out_proj=mha, attn_dropout=cfg.attn_dropout, dropout=cfg.dropout)
+            cfg.d_model,
+            heads=cfg.heads if mha else 1,
+            dim_head=cfg.dim_head if mha else cfg.d_model,
+            tied_qkv=cfg.tied_qkv,
+            out_proj=mha,
+            attn_dropout=cfg.attn_dropout,
+            dropout=cfg.dropout,
+        )
         self.broadcast = ClusterBroadcast(cfg)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, tau: torch.Tensor | None) -> torch.Tensor:
@@ -284,8 +313,10 @@ class EnhancedSwarmFormer(nn.Module):
         if not self.cfg.routing:
             raise ValueError("this model has no routing (cfg.routing is False): there is no temperature to set")
         if self.cfg.gumbel_anneal_steps:
-            raise ValueError("the model anneals its own temperature (gumbel_anneal_steps > 0); "
-                             "set gumbel_anneal_steps=0 to control it with set_temperature")
+            raise ValueError(
+                "the model anneals its own temperature (gumbel_anneal_steps > 0); "
+                "set gumbel_anneal_steps=0 to control it with set_temperature"
+            )
         if not tau > 0:
             raise ValueError(f"temperature must be > 0, got {tau!r}")
         self.gumbel_tau.fill_(float(tau))
@@ -355,10 +386,12 @@ def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: flo
 
 # ---- registered variants ----------------------------------------------------------------------------------
 # d, layers, seq len and S as seed 000's Small and Base; routing_block = seq_len: global routing at that length.
-_SMALL = dict(d_model=128, num_layers=2, seq_len=256, cluster_size=8, t_local=3, heads=4, dim_head=32,
-              routing_block=256)  # C = 32 clusters, then 16
-_BASE = dict(d_model=192, num_layers=2, seq_len=768, cluster_size=4, t_local=3, heads=6, dim_head=32,
-             routing_block=768)  # C = 192 clusters, then 96
+_SMALL = dict(
+    d_model=128, num_layers=2, seq_len=256, cluster_size=8, t_local=3, heads=4, dim_head=32, routing_block=256
+)  # C = 32 clusters, then 16
+_BASE = dict(
+    d_model=192, num_layers=2, seq_len=768, cluster_size=4, t_local=3, heads=6, dim_head=32, routing_block=768
+)  # C = 192 clusters, then 96
 _ALL_OFF = {switch: False for switch in SWITCHES}
 
 

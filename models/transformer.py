@@ -12,6 +12,7 @@ benchmark reports both baselines against SwarmFormer (issue 19).
 
 Parameters of ``transformer`` (D=128, 2 layers, H=4, r=4, L=256, learned positions): 4,336,642.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,8 +37,12 @@ class TransformerConfig(EncoderConfig):
 
 class Transformer(EncoderClassifier):
     def __init__(self, cfg: TransformerConfig):
-        super().__init__(cfg, lambda c: PatternSelfAttention(
-            c.d_model, num_heads=c.num_heads, pattern="full", dropout=c.attention_dropout, impl=c.attn_impl))
+        super().__init__(
+            cfg,
+            lambda c: PatternSelfAttention(
+                c.d_model, num_heads=c.num_heads, pattern="full", dropout=c.attention_dropout, impl=c.attn_impl
+            ),
+        )
 
     def predicted_attention_bytes(self, batch_size: int, seq_len: int) -> int | None:
         """Bytes of the L^2-sized tensors alive at once in an inference forward; None for SDPA (it keeps none).

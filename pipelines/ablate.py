@@ -16,6 +16,7 @@ turns them into a table and a plot.
     python -m pipelines.ablate --grid G [--profile P] [--points a,b] [--resume] [--dry-run] [--no-tracking]
     python -m pipelines.ablate --list
 """
+
 from __future__ import annotations
 
 import copy
@@ -64,8 +65,18 @@ def write_params_file(params: dict, path: Path) -> None:
     """A params.yaml whose defaults are ``params`` as resolved, under a profile of the same name with no overrides."""
     profile = params.get("profile") or "ablation"
     defaults = {k: v for k, v in params.items() if k not in ("profile", "paths", "schedule")}
-    path.write_text(yaml.safe_dump({"profile": profile, "paths": params.get("paths") or {}, "defaults": defaults,
-                                    "profiles": {profile: {}}, "schedule": params.get("schedule") or {}}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "profile": profile,
+                "paths": params.get("paths") or {},
+                "defaults": defaults,
+                "profiles": {profile: {}},
+                "schedule": params.get("schedule") or {},
+            },
+            sort_keys=False,
+        )
+    )
 
 
 def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:
@@ -96,8 +107,13 @@ def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, t
             proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
         if proc.returncode != 0:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return {**point, "status": "failed", "failed_stage": stage, "error": " / ".join(tail),
-                    "wall_s": round(time.perf_counter() - started, 1)}
+            return {
+                **point,
+                "status": "failed",
+                "failed_stage": stage,
+                "error": " / ".join(tail),
+                "wall_s": round(time.perf_counter() - started, 1),
+            }
     entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": str(side)}
     runs = [run.name for run in task_runs(p, task)]
     for stage in ("train", "evaluate"):
@@ -125,8 +141,17 @@ def _tag_runs(runs: dict, grid: str, point: dict) -> None:
             client.update_run(run_id, name=f"{run} [{grid} {point['label']}]")
 
 
-def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bool = False, dry_run: bool = False,
-           tracking: bool = True, out_root: Path | None = None, report_root: Path | None = None) -> dict:
+def ablate(
+    params: dict,
+    grid: str,
+    *,
+    only: list[str] | None = None,
+    resume: bool = False,
+    dry_run: bool = False,
+    tracking: bool = True,
+    out_root: Path | None = None,
+    report_root: Path | None = None,
+) -> dict:
     spec = grid_spec(params, grid)
     points = grid_points(params, grid)
     if only:
@@ -144,11 +169,21 @@ def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bo
     cls = task_class((params["tasks"][spec["task"]] or {}).get("task") or spec["task"])
     previous = json.loads(results_file.read_text()) if resume and results_file.is_file() else {}
     done = {e["point"]: e for e in previous.get("points", []) if e.get("status") == "ok"}
-    results = {"grid": grid, "task": spec["task"], "monitor": cls.monitor, "mode": cls.mode,
-               "description": spec.get("description", ""), "profile": params.get("profile"),
-               "command": f"python -m pipelines.ablate --grid {grid}" + (f" --profile {params['profile']}" if params.get("profile") else ""),
-               "vary": spec.get("vary") or {}, "models": spec.get("models") or [],
-               "stages": list(spec.get("stages") or DEFAULT_STAGES), "git_commit": git_commit(), "points": []}
+    results = {
+        "grid": grid,
+        "task": spec["task"],
+        "monitor": cls.monitor,
+        "mode": cls.mode,
+        "description": spec.get("description", ""),
+        "profile": params.get("profile"),
+        "command": f"python -m pipelines.ablate --grid {grid}"
+        + (f" --profile {params['profile']}" if params.get("profile") else ""),
+        "vary": spec.get("vary") or {},
+        "models": spec.get("models") or [],
+        "stages": list(spec.get("stages") or DEFAULT_STAGES),
+        "git_commit": git_commit(),
+        "points": [],
+    }
     for point in grid_points(params, grid):  # every point of the grid appears, run or not, in the grid's order
         results["points"].append(done.get(point["point"]) or {**point, "status": "not run"})
     if dry_run:
@@ -167,7 +202,9 @@ def ablate(params: dict, grid: str, *, only: list[str] | None = None, resume: bo
                 (out_dir / "history").mkdir(parents=True, exist_ok=True)
                 suffix = "" if len(entry.get("train", {})) <= 1 else f"__{csv_file.stem}"
                 shutil.copy(csv_file, out_dir / "history" / f"{point['point']}{suffix}.csv")
-            items = Path(entry["workspace"]) / "reports" / "evaluate" / spec["task"] / "items"  # the ledger's paired tests
+            items = (
+                Path(entry["workspace"]) / "reports" / "evaluate" / spec["task"] / "items"
+            )  # the ledger's paired tests
             if items.is_dir():
                 shutil.copytree(items, out_dir / "items" / point["point"], dirs_exist_ok=True)
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
@@ -190,12 +227,20 @@ def main(argv=None) -> None:
     if args.list or not args.grid:
         for name in sorted(params.get("ablations") or {}):
             pts = grid_points(params, name)
-            print(f"{name} ({params['ablations'][name].get('task')}, {len(pts)} points): {', '.join(p['point'] for p in pts)}")
+            print(
+                f"{name} ({params['ablations'][name].get('task')}, {len(pts)} points): {', '.join(p['point'] for p in pts)}"
+            )
         if not args.list:
             raise SwarmlabError("name a grid with --grid (listed above)")
         return
-    ablate(params, args.grid, only=args.points.split(",") if args.points else None, resume=args.resume,
-           dry_run=args.dry_run, tracking=not args.no_tracking)
+    ablate(
+        params,
+        args.grid,
+        only=args.points.split(",") if args.points else None,
+        resume=args.resume,
+        dry_run=args.dry_run,
+        tracking=not args.no_tracking,
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Val/test shard files are copied byte for byte. Per-review randomness is seeded f
 does not depend on ``augment.workers``. The opinion lexicon, the POS lookup (WordNet sense counts: NLTK's
 tagger model is not shipped) and the skipped word classes are documented in ``tasks/augmentation/lexicon.py``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,14 @@ from swarmlab.io import atomic_dir, atomic_write_text, read_parquet_checked, wri
 from tasks.imdb_sources import check_review_table
 from pipelines.common.paths import DATA_DIR, REPORTS_DIR, datasets_dir
 from pipelines.common.progress import progress
-from tasks.augmentation import (CONNECTIVES, combine_reviews, load_resources, replace_synonyms, sentiment_flipped,
-                                shuffle_sentences)
+from tasks.augmentation import (
+    CONNECTIVES,
+    combine_reviews,
+    load_resources,
+    replace_synonyms,
+    sentiment_flipped,
+    shuffle_sentences,
+)
 
 IN_DIR = DATA_DIR / "prepared"
 OUT_DIR = DATA_DIR / "augmented"
@@ -75,8 +82,10 @@ def plan_combos(uids: list[str], labels: list[int], cfg: AugmentConfig, seed: in
         pool = by_label[label_of[anchor]]
         k = rng.randint(cfg.combo_min, cfg.combo_max)
         if len(pool) < k:
-            raise SwarmlabError(f"augment: a combo of {k} reviews needs {k} training reviews of label "
-                                f"{label_of[anchor]}, the split has {len(pool)}; lower augment.combo_max")
+            raise SwarmlabError(
+                f"augment: a combo of {k} reviews needs {k} training reviews of label "
+                f"{label_of[anchor]}, the split has {len(pool)}; lower augment.combo_max"
+            )
         others = []
         while len(others) < k - 1:
             uid = rng.choice(pool)
@@ -143,7 +152,8 @@ def with_provenance(table: pa.Table) -> pa.Table:
     """``table`` + ``source="original"`` and ``parents=[uid]``: the rows as they came."""
     uids = table.column("uid").to_pylist()
     return table.append_column("source", pa.array(["original"] * len(uids), pa.string())).append_column(
-        "parents", pa.array([[u] for u in uids], pa.list_(pa.string())))
+        "parents", pa.array([[u] for u in uids], pa.list_(pa.string()))
+    )
 
 
 def augment_train(table: pa.Table, cfg: AugmentConfig, *, seed: int, nltk_dir: Path | None) -> tuple[pa.Table, dict]:
@@ -167,8 +177,10 @@ def augment_train(table: pa.Table, cfg: AugmentConfig, *, seed: int, nltk_dir: P
     aug_seed = seed + cfg.seed_offset
 
     jobs, parents_of = [], {}
-    for kind, fraction, extra in (("shuffle", cfg.shuffle_fraction, cfg.keep_pair_p),
-                                  ("synonym", cfg.synonym_fraction, cfg.word_rate)):
+    for kind, fraction, extra in (
+        ("shuffle", cfg.shuffle_fraction, cfg.keep_pair_p),
+        ("synonym", cfg.synonym_fraction, cfg.word_rate),
+    ):
         for i in pick(uids, fraction, aug_seed, kind):
             new_uid = f"{uids[i]}#{kind}0"
             jobs.append((kind, new_uid, [texts[i]], stable_key(aug_seed, uids[i], kind + ":rng"), extra))
@@ -206,7 +218,9 @@ def augment_train(table: pa.Table, cfg: AugmentConfig, *, seed: int, nltk_dir: P
     return out.take(order), {"enabled": True, "seed": aug_seed, "strategies": stats}
 
 
-def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metrics_file: Path | None = METRICS_FILE) -> dict:
+def augment(
+    params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metrics_file: Path | None = METRICS_FILE
+) -> dict:
     cfg = section(params, "augment")
     check_seed(params)
     meta_path = in_dir / "meta.json"
@@ -227,24 +241,34 @@ def augment(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR, metric
             if split == "train":
                 sources = table.column("source").to_pylist()
                 meta["splits"][split] = {
-                    "rows": table.num_rows, "positive": int(table.column("label").to_numpy().sum()),
+                    "rows": table.num_rows,
+                    "positive": int(table.column("label").to_numpy().sum()),
                     "shards": write_shards(table, tmp, split, len(split_info["shards"])),
-                    "by_source": {k: sources.count(k) for k in ("original",) + STRATEGIES}}
+                    "by_source": {k: sources.count(k) for k in ("original",) + STRATEGIES},
+                }
             else:  # byte for byte: never augmented, never rewritten; but read and checked, not copied blindly
                 for shard in split_info["shards"]:
                     check_review_table(read_parquet_checked(in_dir / shard), in_dir / shard)
                     shutil.copyfile(in_dir / shard, tmp / shard)
                 meta["splits"][split] = dict(split_info)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    elapsed, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0  # printed, not in meta.json (its hash must be stable)
+    elapsed, cpu = (
+        time.perf_counter() - t0,
+        _cpu_seconds() - cpu0,
+    )  # printed, not in meta.json (its hash must be stable)
     if metrics_file is not None:
-        metrics = {"train_rows": table.num_rows, **{f"{k}_rows": v for k, v in meta["splits"]["train"]["by_source"].items()},
-                   **{f"{k}_rejected": stats["strategies"][k]["rejected"] for k in STRATEGIES}}
+        metrics = {
+            "train_rows": table.num_rows,
+            **{f"{k}_rows": v for k, v in meta["splits"]["train"]["by_source"].items()},
+            **{f"{k}_rejected": stats["strategies"][k]["rejected"] for k in STRATEGIES},
+        }
         atomic_write_text(metrics_file, json.dumps(metrics, indent=2) + "\n")
     by_source = ", ".join(f"{k} {v}" for k, v in meta["splits"]["train"]["by_source"].items())
     rejected = ", ".join(f"{k} {stats['strategies'][k]['rejected']}" for k in STRATEGIES)
-    print(f"augment: train {train.num_rows} -> {table.num_rows} rows ({by_source}; rejected: {rejected}) "
-          f"in {elapsed:.1f} s wall, {cpu:.1f} s CPU ({train.num_rows / elapsed:.0f} reviews/s, {cfg.workers} workers) -> {out_dir}")
+    print(
+        f"augment: train {train.num_rows} -> {table.num_rows} rows ({by_source}; rejected: {rejected}) "
+        f"in {elapsed:.1f} s wall, {cpu:.1f} s CPU ({train.num_rows / elapsed:.0f} reviews/s, {cfg.workers} workers) -> {out_dir}"
+    )
     return meta
 
 

@@ -6,6 +6,7 @@ swapped in only when it succeeds, so a failed or killed run leaves the previous 
 
     python -m pipelines.data --task T [--profile P]
 """
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,19 @@ from tasks.base import Task
 def build(params: dict, task_key: str | None = None, *, options: dict | None = None, report_root=REPORTS_DIR) -> dict:
     task = make_task(params, default_task(params, task_key), options=options)
     if type(task).build_data is Task.build_data:  # the contract's default: the task has no generic data stage
-        raise SwarmlabError(f"task {task.key!r} ({task.name}) has no data@ stage: its data comes from stages of its own")
+        raise SwarmlabError(
+            f"task {task.key!r} ({task.name}) has no data@ stage: its data comes from stages of its own"
+        )
     out = task.data_dir
     with atomic_dir(out) as tmp:
         summary = task.build_data(tmp, datasets=datasets_dir(params), seed=params["seed"])
     atomic_write_text(report_dir("data", task.key, report_root) / "metrics.json", json.dumps(summary, indent=2) + "\n")
-    print(f"data {task.key}: " + ", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, dict)) + f" -> {out}",
-          flush=True)
+    print(
+        f"data {task.key}: "
+        + ", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, dict))
+        + f" -> {out}",
+        flush=True,
+    )
     return summary
 
 

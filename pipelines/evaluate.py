@@ -12,6 +12,7 @@ over Ray, each in a fresh worker process so that its peak memory is its own); ea
 
     python -m pipelines.evaluate [--task T] [--profile P] [--parallel N] [--address HOST:PORT] [--no-tracking]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,12 +25,33 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.engine import (BEST, autocast, batch_indices, compiled, on_device, resolve_amp, resolve_device,
-                                     sync, to_device)
+from pipelines.common.engine import (
+    BEST,
+    autocast,
+    batch_indices,
+    compiled,
+    on_device,
+    resolve_amp,
+    resolve_device,
+    sync,
+    to_device,
+)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (Run, build_model, default_task, evaluate_settings, load_best, make_task,
-                                   model_overrides, report_dir, skip_reason, task_runs, train_config, train_dir,
-                                   write_skipped)
+from pipelines.common.runs import (
+    Run,
+    build_model,
+    default_task,
+    evaluate_settings,
+    load_best,
+    make_task,
+    model_overrides,
+    report_dir,
+    skip_reason,
+    task_runs,
+    train_config,
+    train_dir,
+    write_skipped,
+)
 from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from swarmlab.errors import SwarmlabError, cli
@@ -100,8 +122,16 @@ def measure(model, task, data, *, batch_size: int, warmup_batches: int, device: 
     return meter.compute(), meter, speed
 
 
-def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: Path = TRAIN_ROOT,
-                 tracking: bool = True, resources: dict | None = None) -> dict:
+def evaluate_one(
+    task,
+    run: Run,
+    params: dict,
+    *,
+    plots_dir: Path,
+    train_root: Path = TRAIN_ROOT,
+    tracking: bool = True,
+    resources: dict | None = None,
+) -> dict:
     """The test metrics, speed and memory of one run; its figures go to ``plots_dir``; ``resources`` (what the
     scheduler gave it) are recorded in its entry."""
     name = run.name
@@ -114,36 +144,79 @@ def evaluate_one(task, run: Run, params: dict, *, plots_dir: Path, train_root: P
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
     ev = evaluate_settings(params, task.key)
-    metrics, meter, speed = measure(compiled(model, cfg.compile), task, test_ds, batch_size=ev["batch_size"],
-                                    warmup_batches=ev["warmup_batches"], device=device, amp=amp)
+    metrics, meter, speed = measure(
+        compiled(model, cfg.compile),
+        task,
+        test_ds,
+        batch_size=ev["batch_size"],
+        warmup_batches=ev["warmup_batches"],
+        device=device,
+        amp=amp,
+    )
     memory_mb, memory_kind = peak_memory_mb(device)
-    result = {"model": run.model, "seed": run.seed, **{f"test_{k}": v for k, v in metrics.items()}, **speed, "peak_memory_mb": round(memory_mb, 1),
-              "peak_memory_kind": memory_kind, "device": str(device), "bf16_autocast": amp, "num_params": model.get_num_params(),
-              "test_rows": len(test_ds), **meter.extras(), "git_commit": git_commit(),
-              **({"resources": resources} if resources else {})}
+    result = {
+        "model": run.model,
+        "seed": run.seed,
+        **{f"test_{k}": v for k, v in metrics.items()},
+        **speed,
+        "peak_memory_mb": round(memory_mb, 1),
+        "peak_memory_kind": memory_kind,
+        "device": str(device),
+        "bf16_autocast": amp,
+        "num_params": model.get_num_params(),
+        "test_rows": len(test_ds),
+        **meter.extras(),
+        "git_commit": git_commit(),
+        **({"resources": resources} if resources else {}),
+    }
     plots = task.report(meter, plots_dir, title=name, name=name)
     write_items(plots_dir.parent, name, meter, meter.batch_times)
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-        tracker = make_tracker(True, task.key, name, run_id=run_id,
-                               tags={"profile": params["profile"], "model": run.model, "stage": "evaluate", "task": task.key,
-                                     "seed": run.seed})
-        tracker.log_metrics({k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-        tracker.set_tags({"git_commit": result["git_commit"], "num_params": result["num_params"], "device": str(device)})
+        tracker = make_tracker(
+            True,
+            task.key,
+            name,
+            run_id=run_id,
+            tags={
+                "profile": params["profile"],
+                "model": run.model,
+                "stage": "evaluate",
+                "task": task.key,
+                "seed": run.seed,
+            },
+        )
+        tracker.log_metrics(
+            {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        )
+        tracker.set_tags(
+            {"git_commit": result["git_commit"], "num_params": result["num_params"], "device": str(device)}
+        )
         for plot in plots:
             tracker.log_artifact(plot)
         tracker.finish()
     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k in (task.monitor, "loss", "f1"))
-    print(f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
-          f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
-          flush=True)
+    print(
+        f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
+        f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
+        flush=True,
+    )
     return result
 
 
-def evaluate(params: dict, task_name: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
-             report_root: Path = REPORTS_DIR, tracking: bool = True, retest: bool = False, parallel: int | None = None,
-             address: str | None = None) -> dict:
+def evaluate(
+    params: dict,
+    task_name: str | None = None,
+    *,
+    options: dict | None = None,
+    train_root: Path = TRAIN_ROOT,
+    report_root: Path = REPORTS_DIR,
+    tracking: bool = True,
+    retest: bool = False,
+    parallel: int | None = None,
+    address: str | None = None,
+) -> dict:
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     if skip_reason(params, task_name):
@@ -165,15 +238,36 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
     if tracking:
         check_tracking_uri()
     folder = Path(report_dir("evaluate", task_name, report_root)).resolve()
-    reads = check_reads(folder, [read_entry(task=task_name, registered=task.name, options=dataclasses.asdict(task.options),
-                                            model=r.model, overrides=model_overrides(params, task_name, r.model), seed=r.seed,
-                                            train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
-                                            run=r.name, profile=params["profile"], commit=git_commit()) for r in runs],
-                        retest=retest)  # a second look at a test split is refused unless named (--retest)
+    reads = check_reads(
+        folder,
+        [
+            read_entry(
+                task=task_name,
+                registered=task.name,
+                options=dataclasses.asdict(task.options),
+                model=r.model,
+                overrides=model_overrides(params, task_name, r.model),
+                seed=r.seed,
+                train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
+                run=r.name,
+                profile=params["profile"],
+                commit=git_commit(),
+            )
+            for r in runs
+        ],
+        retest=retest,
+    )  # a second look at a test split is refused unless named (--retest)
     train_root = Path(train_root).resolve()
     with scheduler, atomic_dir(folder) as tmp:  # all of it, or the previous reports
-        jobs = [Job(run, dict(plots_dir=tmp / "plots", train_root=train_root, tracking=tracking,
-                              resources=scheduler.record(run))) for run in runs]
+        jobs = [
+            Job(
+                run,
+                dict(
+                    plots_dir=tmp / "plots", train_root=train_root, tracking=tracking, resources=scheduler.record(run)
+                ),
+            )
+            for run in runs
+        ]
         results = scheduler.execute("pipelines.evaluate:evaluate_one", jobs, tracking=tracking, fresh_workers=True)
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
         write_reads(tmp, reads)
@@ -183,17 +277,37 @@ def evaluate(params: dict, task_name: str | None = None, *, options: dict | None
 @cli
 def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)")
-    parser.add_argument("--parallel", type=int, default=None, help="runs at once (default: schedule.parallel); 1 = one after "
-                                                                   "another in this process; 0 = as many as Ray's resources hold")
-    parser.add_argument("--address", default=None, help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
-                                                        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)")
+    parser.add_argument(
+        "--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)"
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="runs at once (default: schedule.parallel); 1 = one after "
+        "another in this process; 0 = as many as Ray's resources hold",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
+        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)",
+    )
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
-    parser.add_argument("--retest", action="store_true", help="allow a second read of a test split under other training "
-                        "settings (counted in the report)")
+    parser.add_argument(
+        "--retest",
+        action="store_true",
+        help="allow a second read of a test split under other training settings (counted in the report)",
+    )
     args = parser.parse_args(argv)
-    evaluate(params_from(args), args.task, tracking=not args.no_tracking, retest=args.retest, parallel=args.parallel,
-             address=args.address)
+    evaluate(
+        params_from(args),
+        args.task,
+        tracking=not args.no_tracking,
+        retest=args.retest,
+        parallel=args.parallel,
+        address=args.address,
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ run outside the default pipeline): after a sweep, ``dvc repro --force frontier@<
 
     python -m pipelines.frontier [--task T] [--profile P]
 """
+
 from __future__ import annotations
 
 import csv
@@ -67,8 +68,10 @@ def frontier_flags(points: list[dict], score: str, mode: str) -> list[bool]:
     sign = -1.0 if mode == "max" else 1.0
     flags = [False] * len(points)
     for family in dict.fromkeys(p["family"] for p in points):
-        own = sorted((i for i, p in enumerate(points) if p["family"] == family),
-                     key=lambda i: (points[i]["num_params"], sign * points[i][score], i))
+        own = sorted(
+            (i for i, p in enumerate(points) if p["family"] == family),
+            key=lambda i: (points[i]["num_params"], sign * points[i][score], i),
+        )
         best = math.inf
         for i in own:  # by size, then by score: a point is on the frontier when it beats every smaller one
             if sign * points[i][score] < best:
@@ -96,9 +99,15 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
             continue
         name = m.get("model", run)  # one point per run: the seeds of a model are its spread
         model = build_model(name, task, model_overrides(params, task.key, name))
-        points.append({"family": name, "source": "train", "code": arch_code(model),
-                       "num_params": _number(m.get("num_params"), int, f"{train_file}: run {run!r}: num_params", redo),
-                       score: _number(m[score], float, f"{train_file}: run {run!r}: {score}", redo)})
+        points.append(
+            {
+                "family": name,
+                "source": "train",
+                "code": arch_code(model),
+                "num_params": _number(m.get("num_params"), int, f"{train_file}: run {run!r}: num_params", redo),
+                score: _number(m[score], float, f"{train_file}: run {run!r}: {score}", redo),
+            }
+        )
     sweep_file = report_dir("sweep", task.key, report_root) / "summary.csv"
     if sweep_file.is_file():
         objective = f"best_val_{task.monitor}"
@@ -112,10 +121,20 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
             fields = {f.name for f in dataclasses.fields(probe.cfg)}
             values = {k: v for k, v in _parse_params(row.get("params", "")).items() if k in fields}
             model = build_model(name, task, {**{k: v for k, v in base.items() if k in fields}, **values})
-            n = (_number(row["num_params"], int, f"{sweep_file}:{line}: num_params", again) if row.get("num_params")
-                 else model.get_num_params())
-            points.append({"family": name, "source": f"sweep {row.get('trial', '')}".strip(), "code": arch_code(model),
-                           "num_params": n, score: _number(row[objective], float, f"{sweep_file}:{line}: {objective}", again)})
+            n = (
+                _number(row["num_params"], int, f"{sweep_file}:{line}: num_params", again)
+                if row.get("num_params")
+                else model.get_num_params()
+            )
+            points.append(
+                {
+                    "family": name,
+                    "source": f"sweep {row.get('trial', '')}".strip(),
+                    "code": arch_code(model),
+                    "num_params": n,
+                    score: _number(row[objective], float, f"{sweep_file}:{line}: {objective}", again),
+                }
+            )
     if not points:
         raise SwarmlabError(f"{train_file} holds no model with a {score}: nothing to plot")
     return points
@@ -137,8 +156,14 @@ def plot(points: list[dict], score: str, path: Path, title: str) -> Path:
         ax.plot([p["num_params"] for p in front], [p[score] for p in front], "--o", color=color, ms=5, label=family)
         ax.plot([own[-1]["num_params"]], [front[-1][score]], "|", color=color, ms=14, mew=2)  # the largest model tried
         for p in front:
-            ax.annotate(p["code"], (p["num_params"], p[score]), textcoords="offset points", xytext=(4, 4), fontsize=7,
-                        color=color)
+            ax.annotate(
+                p["code"],
+                (p["num_params"], p[score]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=color,
+            )
     ax.set_xscale("log")
     ax.set(xlabel="parameters", ylabel=f"validation {score.removeprefix('val_')}", title=title)
     ax.grid(alpha=0.3, which="both")
@@ -161,18 +186,30 @@ def frontier(params: dict, task_name: str | None = None, *, report_root: Path = 
     for family in dict.fromkeys(p["family"] for p in points):
         own = [p for p in points if p["family"] == family]
         b = pick(own, key=lambda p: p[score])
-        best[family] = {"code": b["code"], "num_params": b["num_params"], score: b[score], "source": b["source"],
-                        "points": len(own)}
+        best[family] = {
+            "code": b["code"],
+            "num_params": b["num_params"],
+            score: b[score],
+            "source": b["source"],
+            "points": len(own),
+        }
     ranked = sorted(best.items(), key=lambda kv: kv[1][score], reverse=task.mode == "max")
     out = report_dir("frontier", task.key, report_root)
     out.mkdir(parents=True, exist_ok=True)
     plot(points, score, out / "frontier.png", f"{task.key} ({params['profile']} profile): {score} against parameters")
     lines = [f"| family | code | parameters | {score} | from | points |", "|---|---|---:|---:|---|---:|"]
-    lines += [f"| {f} | {b['code']} | {b['num_params']:,} | {b[score]:.4f} | {b['source']} | {b['points']} |" for f, b in ranked]
-    atomic_write_text(out / "frontier.md", f"# {task.key}: best model per family ({params['profile']} profile)\n\n"
-                      + "\n".join(lines) + "\n")
-    atomic_write_text(out / "frontier.json", json.dumps({"score": score, "mode": task.mode, "best": dict(ranked),
-                                                         "points": points}, indent=2) + "\n")
+    lines += [
+        f"| {f} | {b['code']} | {b['num_params']:,} | {b[score]:.4f} | {b['source']} | {b['points']} |"
+        for f, b in ranked
+    ]
+    atomic_write_text(
+        out / "frontier.md",
+        f"# {task.key}: best model per family ({params['profile']} profile)\n\n" + "\n".join(lines) + "\n",
+    )
+    atomic_write_text(
+        out / "frontier.json",
+        json.dumps({"score": score, "mode": task.mode, "best": dict(ranked), "points": points}, indent=2) + "\n",
+    )
     print("\n".join(lines), flush=True)
     return dict(ranked)
 

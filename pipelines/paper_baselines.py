@@ -14,6 +14,7 @@ Writes ``reports/paper_baselines/baselines.md`` (the table as logged) and ``runs
 
     python -m pipelines.paper_baselines [--no-tracking]
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,15 +43,27 @@ def run_name(entry: dict) -> str:
 
 
 def run_tags(entry: dict, source: dict, digest: str) -> dict:
-    note = [f"**{entry['model']}**{' (' + entry['config'] + ')' if entry.get('config') else ''}: {source['citation']}, "
-            f"{entry['where']}."]
+    note = [
+        f"**{entry['model']}**{' (' + entry['config'] + ')' if entry.get('config') else ''}: {source['citation']}, "
+        f"{entry['where']}."
+    ]
     if entry.get("quote"):
-        note.append(f"\n\nAs printed: \"{entry['quote']}\"")
+        note.append(f'\n\nAs printed: "{entry["quote"]}"')
     if entry.get("note"):
         note.append(f"\n\nNote: {entry['note']}")
-    return {"source": "paper", "citation": source["citation"], "baseline_key": entry["key"], "baseline_hash": digest,
-            "paper": entry["source"], "where": entry["where"], "task": entry["task"], "model": entry["model"],
-            "ours": entry.get("ours") or "", "stage": "paper_baselines", "mlflow.note.content": "".join(note)}
+    return {
+        "source": "paper",
+        "citation": source["citation"],
+        "baseline_key": entry["key"],
+        "baseline_hash": digest,
+        "paper": entry["source"],
+        "where": entry["where"],
+        "task": entry["task"],
+        "model": entry["model"],
+        "ours": entry.get("ours") or "",
+        "stage": "paper_baselines",
+        "mlflow.note.content": "".join(note),
+    }
 
 
 def ensure_training_view(client) -> None:
@@ -81,17 +94,21 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
     if exp is not None and exp.lifecycle_stage == "deleted":
         client.restore_experiment(exp.experiment_id)
     exp_id = exp.experiment_id if exp else MlflowTracker.create_experiment(client, uri, EXPERIMENT)
-    client.set_experiment_tag(exp_id, "mlflow.note.content",
-                              "The papers' numbers (pipelines/paper_baselines.yaml), one run per table row, tagged "
-                              "source=paper with the citation. Compare them with a task's runs by selecting both "
-                              "experiments.")
+    client.set_experiment_tag(
+        exp_id,
+        "mlflow.note.content",
+        "The papers' numbers (pipelines/paper_baselines.yaml), one run per table row, tagged "
+        "source=paper with the citation. Compare them with a task's runs by selecting both "
+        "experiments.",
+    )
     ensure_training_view(client)
 
     existing: dict[str, list] = {}
     page = None
     while True:
-        found = client.search_runs([exp_id], "tags.source = 'paper'", max_results=1000, page_token=page,
-                                   order_by=["attributes.start_time ASC"])
+        found = client.search_runs(
+            [exp_id], "tags.source = 'paper'", max_results=1000, page_token=page, order_by=["attributes.start_time ASC"]
+        )
         for run in found:
             existing.setdefault(run.data.tags.get("baseline_key", ""), []).append(run)
         page = found.token
@@ -101,7 +118,7 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
     runs, counts = {}, {"created": 0, "replaced": 0, "deleted": 0}
     wanted = {e["key"] for e in entries}
     for key, stale in existing.items():  # keys that left the table, and duplicates from a race (keep the oldest)
-        for run in (stale if key not in wanted else stale[1:]):
+        for run in stale if key not in wanted else stale[1:]:
             client.delete_run(run.info.run_id)
             counts["deleted"] += 1
     for entry in entries:
@@ -118,12 +135,20 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
             counts["created"] += 1
         run = client.create_run(exp_id, run_name=run_name(entry))
         now = int(time.time() * 1000)
-        params = {"task": entry["task"], "model": entry["model"], "ours": entry.get("ours") or "-",
-                  "config": entry.get("config") or "-", "where": entry["where"], "paper": entry["source"]}
-        client.log_batch(run.info.run_id,
-                         metrics=[Metric(k, float(v), now, 0) for k, v in sorted(entry["metrics"].items())],
-                         params=[Param(k, str(v)) for k, v in sorted(params.items())],
-                         tags=[RunTag(k, str(v)) for k, v in sorted(run_tags(entry, source, digest).items())])
+        params = {
+            "task": entry["task"],
+            "model": entry["model"],
+            "ours": entry.get("ours") or "-",
+            "config": entry.get("config") or "-",
+            "where": entry["where"],
+            "paper": entry["source"],
+        }
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in sorted(entry["metrics"].items())],
+            params=[Param(k, str(v)) for k, v in sorted(params.items())],
+            tags=[RunTag(k, str(v)) for k, v in sorted(run_tags(entry, source, digest).items())],
+        )
         client.set_terminated(run.info.run_id, "FINISHED")
         runs[entry["key"]] = run.info.run_id
     return {"experiment_id": exp_id, "runs": runs, **counts}
@@ -134,13 +159,20 @@ def fmt(value: float) -> str:
 
 
 def baselines_markdown(sources: dict, entries: list[dict]) -> str:
-    lines = ["# Paper baselines (logged to MLflow, experiment `paper-baselines`)", "",
-             "Generated by `python -m pipelines.paper_baselines` from `pipelines/paper_baselines.yaml`.", "",
-             "| key | task | paper's model | ours | metrics | source |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Paper baselines (logged to MLflow, experiment `paper-baselines`)",
+        "",
+        "Generated by `python -m pipelines.paper_baselines` from `pipelines/paper_baselines.yaml`.",
+        "",
+        "| key | task | paper's model | ours | metrics | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for e in entries:
         metrics = ", ".join(f"{k} {fmt(v)}" for k, v in sorted(e["metrics"].items()))
         model = e["model"] + (f" ({e['config']})" if e.get("config") else "")
-        lines.append(f"| `{e['key']}` | {e['task']} | {model} | {e.get('ours') or '-'} | {metrics} | {e['source']} {e['where']} |")
+        lines.append(
+            f"| `{e['key']}` | {e['task']} | {model} | {e.get('ours') or '-'} | {metrics} | {e['source']} {e['where']} |"
+        )
     lines += ["", "Sources:", ""] + [f"- **{k}**: {v['citation']}" for k, v in sorted(sources.items())]
     return "\n".join(lines) + "\n"
 
@@ -149,9 +181,15 @@ def run_stage(*, tracking: bool = True, out_dir: Path = OUT_DIR, table: Path = B
     sources, entries = load_baselines(table)
     result = log_baselines(sources, entries) if tracking else {"experiment_id": None, "runs": {}}
     atomic_write_text(Path(out_dir) / "baselines.md", baselines_markdown(sources, entries))
-    atomic_write_text(Path(out_dir) / "runs.json", json.dumps(
-        {"experiment": EXPERIMENT, "experiment_id": result["experiment_id"], "runs": result["runs"]},
-        indent=2, sort_keys=True) + "\n")
+    atomic_write_text(
+        Path(out_dir) / "runs.json",
+        json.dumps(
+            {"experiment": EXPERIMENT, "experiment_id": result["experiment_id"], "runs": result["runs"]},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+    )
     return result
 
 
@@ -165,8 +203,10 @@ def main(argv=None) -> None:
     if args.no_tracking:
         print("paper_baselines: table written; nothing logged (--no-tracking)")
     else:
-        print(f"paper_baselines: {len(result['runs'])} runs in experiment {EXPERIMENT!r} (id {result['experiment_id']}): "
-              f"{result['created']} created, {result['replaced']} replaced, {result['deleted']} deleted; store {tracking_uri()}")
+        print(
+            f"paper_baselines: {len(result['runs'])} runs in experiment {EXPERIMENT!r} (id {result['experiment_id']}): "
+            f"{result['created']} created, {result['replaced']} replaced, {result['deleted']} deleted; store {tracking_uri()}"
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The validation split is carved from the official training split (stratified by l
 test split is kept whole (``prepare.max_test`` subsamples it only for the smoke profile).
 Writes ``data/prepared/{train,val,test}-NNN.parquet`` and ``meta.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.sections import section
@@ -25,7 +25,9 @@ from tasks.imdb_sources import read_imdb
 OUT_DIR = DATA_DIR / "prepared"
 
 
-def stratified_pick(labels: np.ndarray, fraction: float | None, count: int | None, rng: np.random.Generator) -> np.ndarray:
+def stratified_pick(
+    labels: np.ndarray, fraction: float | None, count: int | None, rng: np.random.Generator
+) -> np.ndarray:
     """Indices of a stratified random subset: ``fraction`` of each class, or ``count`` rows in total."""
     picked = []
     n = len(labels)
@@ -37,8 +39,9 @@ def stratified_pick(labels: np.ndarray, fraction: float | None, count: int | Non
     return np.sort(np.concatenate(picked))
 
 
-def split_tables(tables: dict[str, pa.Table], *, seed: int, val_fraction: float, max_train: int = 0,
-                 max_test: int = 0) -> dict[str, pa.Table]:
+def split_tables(
+    tables: dict[str, pa.Table], *, seed: int, val_fraction: float, max_train: int = 0, max_test: int = 0
+) -> dict[str, pa.Table]:
     """Seeded, stratified ``train``/``val`` from the official train split; ``test`` untouched (unless capped)."""
     if not 0.0 < val_fraction < 1.0:
         raise SwarmlabError(f"prepare.val_fraction must be in (0, 1), got {val_fraction}")
@@ -62,13 +65,18 @@ def prepare(params: dict, out_dir: Path = OUT_DIR) -> dict:
     source = resolve(cfg.source) if cfg.source else datasets_dir(params) / "imdb"
     t0 = time.perf_counter()
     tables = read_imdb(source)
-    splits = split_tables(tables, seed=seed, val_fraction=cfg.val_fraction, max_train=cfg.max_train, max_test=cfg.max_test)
+    splits = split_tables(
+        tables, seed=seed, val_fraction=cfg.val_fraction, max_train=cfg.max_train, max_test=cfg.max_test
+    )
     with atomic_dir(out_dir) as tmp:
         meta = {"source": str(source), "seed": seed, "val_fraction": cfg.val_fraction, "splits": {}}
         for name, table in splits.items():
             labels = table.column("label").to_numpy()
-            meta["splits"][name] = {"rows": table.num_rows, "positive": int(labels.sum()),
-                                    "shards": write_shards(table, tmp, name, cfg.shards)}
+            meta["splits"][name] = {
+                "rows": table.num_rows,
+                "positive": int(labels.sum()),
+                "shards": write_shards(table, tmp, name, cfg.shards),
+            }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     counts = ", ".join(f"{k} {v['rows']}" for k, v in meta["splits"].items())
     print(f"prepare: {counts} reviews from {source} in {time.perf_counter() - t0:.1f} s -> {out_dir}")

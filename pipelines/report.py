@@ -15,6 +15,7 @@ The output is deterministic: the same inputs give the same bytes (no dates, sort
 
     python -m pipelines.report [--profile P] [--no-mlflow]
 """
+
 from __future__ import annotations
 
 import csv
@@ -69,26 +70,34 @@ TASKS = {
     },
     "listops": {
         "title": "ListOps (LRA), generated here (seed 002 track)",
-        "protocol": ["Expressions generated here with LRA's grammar and a seed, not LRA's released files.",
-                     "CPU budgets of minutes vs LRA's GPU/TPU runs."],
+        "protocol": [
+            "Expressions generated here with LRA's grammar and a seed, not LRA's released files.",
+            "CPU budgets of minutes vs LRA's GPU/TPU runs.",
+        ],
     },
     "clustering_direct": {
         "title": "Direct amortized clustering (seed 003 §4.1, Table 2)",
-        "protocol": ["Seed 003 reports the validation loss it also selected on (mean of 3 runs, 60 net GPU minutes per "
-                     "model on a P100); we report the validation loss of one seed at the profile's net budget, and the "
-                     "test loss once.",
-                     "The `cpu` profile shrinks the sets (the paper: 100-1000 points) and the budget to fit 2 CPU cores."],
+        "protocol": [
+            "Seed 003 reports the validation loss it also selected on (mean of 3 runs, 60 net GPU minutes per "
+            "model on a P100); we report the validation loss of one seed at the profile's net budget, and the "
+            "test loss once.",
+            "The `cpu` profile shrinks the sets (the paper: 100-1000 points) and the budget to fit 2 CPU cores.",
+        ],
     },
     "clustering_mog": {
         "title": "Parametrized amortized clustering, mixture of Gaussians (seed 003 §4.2, Table 3)",
-        "protocol": ["Losses are minus the mean per-point log-likelihood (the paper prints log-likelihoods: "
-                     "loss = -loglik).", "Seed 003 trains on 500,000 fresh tasks on a GPU; the `cpu` profile on far fewer."],
+        "protocol": [
+            "Losses are minus the mean per-point log-likelihood (the paper prints log-likelihoods: loss = -loglik).",
+            "Seed 003 trains on 500,000 fresh tasks on a GPU; the `cpu` profile on far fewer.",
+        ],
     },
     "mnist": {
         "title": "MNIST generation, bits/dim (seed 003 §4.3, SWARM Transformer)",
-        "protocol": ["MNIST training images are approximate: the shipped file rebuilds them with 97.2% of pixels exact, "
-                     "the rest off by at most 1/255.",
-                     "Seed 003 gives no number; the anchors are the flows a reader knows, trained for days on GPUs."],
+        "protocol": [
+            "MNIST training images are approximate: the shipped file rebuilds them with 97.2% of pixels exact, "
+            "the rest off by at most 1/255.",
+            "Seed 003 gives no number; the anchors are the flows a reader knows, trained for days on GPUs.",
+        ],
     },
     "fashion_mnist": {
         "title": "Fashion-MNIST generation, bits/dim (seed 003 §4.3)",
@@ -98,7 +107,7 @@ TASKS = {
 BENCHMARKS = {  # baseline "tasks" that are benchmarks: where our numbers are
     "memory_scaling": "section Memory scaling (reports/memory_scaling/, `dvc repro memory_scaling`)",
     "long_runtime": "`python benchmarks/long_runtime.py` prints its table to the terminal; the measured one is in "
-                    "benchmarks/README.md (not a report input)",
+    "benchmarks/README.md (not a report input)",
 }
 PROTOCOL = [
     "**Model selection.** Every checkpoint here is chosen on a validation split and the test split is evaluated once. "
@@ -115,10 +124,20 @@ PROTOCOL = [
     "a few epochs or a few net minutes per model. The papers trained on GPUs (seed 000: RTX 2080 Ti; seed 003: 60 net "
     "minutes per model on a P100; LRA: full runs). The `paper` profile has the papers' settings and needs a GPU.",
 ]
-RUNTIME_PREFIXES = ("latency", "throughput", "inference_time", "peak_memory", "train_samples_per_s", "memory_gb",
-                    "train_speedup", "inference_speedup")
-MEMORY_REASON = ("measure: ours is the forward's RSS increment on CPU with fused kernels (SDPA never materialises the N x N "
-                 "scores); the paper's GPU figure does not say what it counts (weights, CUDA context, caching allocator)")
+RUNTIME_PREFIXES = (
+    "latency",
+    "throughput",
+    "inference_time",
+    "peak_memory",
+    "train_samples_per_s",
+    "memory_gb",
+    "train_speedup",
+    "inference_speedup",
+)
+MEMORY_REASON = (
+    "measure: ours is the forward's RSS increment on CPU with fused kernels (SDPA never materialises the N x N "
+    "scores); the paper's GPU figure does not say what it counts (weights, CUDA context, caching allocator)"
+)
 FIGURES = "report/figures"  # relative to reports/
 PLOTS = "report/plots"
 
@@ -203,9 +222,11 @@ class MlflowIndex:
         if not enabled:
             self.status = "not read (`--no-mlflow`)"
             return
-        if uri and uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
-            self.status = f"no store at `{self.show_uri()}`: run ids and links are not shown (make runs with MLflow on, " \
-                          f"or point MLFLOW_TRACKING_URI at the store)"
+        if uri and uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+            self.status = (
+                f"no store at `{self.show_uri()}`: run ids and links are not shown (make runs with MLflow on, "
+                f"or point MLFLOW_TRACKING_URI at the store)"
+            )
             return
         try:
             from mlflow.tracking import MlflowClient
@@ -221,7 +242,7 @@ class MlflowIndex:
 
     def show_uri(self) -> str:
         if self.uri and self.uri.startswith("sqlite:///"):
-            return "sqlite:///" + rel(Path(self.uri[len("sqlite:///"):]), REPO_ROOT)
+            return "sqlite:///" + rel(Path(self.uri[len("sqlite:///") :]), REPO_ROOT)
         return self.uri or "?"
 
     def runs(self, experiment: str) -> list:
@@ -230,8 +251,12 @@ class MlflowIndex:
         if experiment not in self._runs:
             found, page = [], None
             while True:
-                batch = self.client.search_runs([self.experiments[experiment]], max_results=1000, page_token=page,
-                                                order_by=["attributes.start_time ASC", "attributes.run_id ASC"])
+                batch = self.client.search_runs(
+                    [self.experiments[experiment]],
+                    max_results=1000,
+                    page_token=page,
+                    order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
+                )
                 found += list(batch)
                 page = batch.token
                 if not page:
@@ -249,8 +274,11 @@ class MlflowIndex:
 
     def latest(self, experiment: str, run_name: str):
         """The newest finished run of that name that is not an ablation point; and how many such runs exist."""
-        runs = [r for r in self.runs(experiment) if r.info.run_name == run_name and "ablation_grid" not in r.data.tags
-                and r.info.status == "FINISHED"]
+        runs = [
+            r
+            for r in self.runs(experiment)
+            if r.info.run_name == run_name and "ablation_grid" not in r.data.tags and r.info.status == "FINISHED"
+        ]
         return (runs[-1] if runs else None), len(runs)
 
     def link(self, run) -> str:
@@ -283,7 +311,9 @@ class TaskData:
         if not (train_dir / "metrics.json").is_file() and key == params.get("task") and _legacy(reports):
             train_dir, eval_dir, self.legacy = reports / "train", reports / "evaluate", True
         train, evaluate = read_json(train_dir / "metrics.json") or {}, read_json(eval_dir / "metrics.json") or {}
-        self.skipped = str(evaluate.get("skipped") or train.get("skipped") or "")  # a profile that skips the task says why
+        self.skipped = str(
+            evaluate.get("skipped") or train.get("skipped") or ""
+        )  # a profile that skips the task says why
         self.train = {k: v for k, v in train.items() if isinstance(v, dict)}
         self.evaluate = {k: v for k, v in evaluate.items() if isinstance(v, dict)}
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
@@ -291,13 +321,19 @@ class TaskData:
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
         self.data = read_json(reports / "data" / key / "metrics.json")
         self.samples = sorted((reports / "sample" / key).rglob("*.png"))  # <task>/<run>/samples.png
-        self.sample_files = sorted(p.relative_to(reports / "sample" / key).as_posix()
-                                   for p in (reports / "sample" / key).rglob("*") if p.is_file())
+        self.sample_files = sorted(
+            p.relative_to(reports / "sample" / key).as_posix()
+            for p in (reports / "sample" / key).rglob("*")
+            if p.is_file()
+        )
         self.frontier = sorted((reports / "frontier" / key).glob("*.png"))
         self.models = sorted(set(self.train) | set(self.evaluate))  # metrics keys: run names, or models (older layout)
-        self.run_files = {m: read_json(outputs / "train" / key / m / "run.json") or
-                          (read_json(outputs / "train" / m / "run.json") if self.legacy else None) or {}
-                          for m in self.models}
+        self.run_files = {
+            m: read_json(outputs / "train" / key / m / "run.json")
+            or (read_json(outputs / "train" / m / "run.json") if self.legacy else None)
+            or {}
+            for m in self.models
+        }
         self.train_dir, self.eval_dir = train_dir, eval_dir
 
     def model_of(self, key: str) -> str:
@@ -329,16 +365,26 @@ class TaskData:
 def _legacy(reports: Path) -> bool:
     """``reports/train/metrics.json`` of the layout before per-task folders: ``{model: {val_...}}``."""
     data = read_json(reports / "train" / "metrics.json")
-    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) and any(k.startswith("val_") for k in v)
-                                                        for v in data.values())
+    return (
+        isinstance(data, dict)
+        and bool(data)
+        and all(isinstance(v, dict) and any(k.startswith("val_") for k in v) for v in data.values())
+    )
 
 
 # ------------------------------------------------------------------------------------------------ report
 
 
 class Report:
-    def __init__(self, params: dict, *, reports: Path = REPORTS_DIR, outputs: Path = OUTPUTS_DIR,
-                 mlflow: MlflowIndex | None = None, baselines_file: Path = BASELINES_FILE):
+    def __init__(
+        self,
+        params: dict,
+        *,
+        reports: Path = REPORTS_DIR,
+        outputs: Path = OUTPUTS_DIR,
+        mlflow: MlflowIndex | None = None,
+        baselines_file: Path = BASELINES_FILE,
+    ):
         self.params, self.reports, self.outputs = params, Path(reports), Path(outputs)
         settings = params.get("report") or {}
         self.ml = mlflow or MlflowIndex(tracking_uri(), settings.get("mlflow_ui", "http://127.0.0.1:5000"))
@@ -353,10 +399,17 @@ class Report:
         self.uncalled: list[str] = []  # matched numbers without an interval
         self._configs: dict[tuple, dict | None] = {}
         self.paper_runs = self._paper_runs()
-        keys = set(params.get("tasks") or {}) | set(TASKS) | {b["task"] for b in self.baselines if b["task"] not in BENCHMARKS}
+        keys = (
+            set(params.get("tasks") or {})
+            | set(TASKS)
+            | {b["task"] for b in self.baselines if b["task"] not in BENCHMARKS}
+        )
         for stage in ("train", "evaluate", "sweep", "data", "sample", "frontier"):
-            keys |= {p.name for p in (self.reports / stage).glob("*")
-                     if p.is_dir() and p.name not in ("history", "plots") and not p.name.startswith(".")}
+            keys |= {
+                p.name
+                for p in (self.reports / stage).glob("*")
+                if p.is_dir() and p.name not in ("history", "plots") and not p.name.startswith(".")
+            }
         order = list(TASKS)
         self.keys = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
         self.tasks = {k: TaskData(k, params, self.reports, self.outputs) for k in self.keys}
@@ -369,30 +422,52 @@ class Report:
         self.stale = stale_stages(root) if (root / "dvc.lock").is_file() else {}
         self.claims = load_claims()
         self.ledgers = [Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)]
-        if (self.reports / "claims").is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
-            self.ledgers.insert(0, Ledger(self.reports / "claims", profile="claims", default_seed=seed,
-                                          source="reports/claims (scripts/claims.sh)", root=self.reports))
+        if (
+            self.reports / "claims"
+        ).is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
+            self.ledgers.insert(
+                0,
+                Ledger(
+                    self.reports / "claims",
+                    profile="claims",
+                    default_seed=seed,
+                    source="reports/claims (scripts/claims.sh)",
+                    root=self.reports,
+                ),
+            )
 
     # ---------------------------------------------------------------------------------------- helpers
     def _paper_runs(self) -> dict:
-        return {r.data.tags.get("baseline_key"): r for r in self.ml.runs(EXPERIMENT)
-                if r.data.tags.get("source") == "paper" and r.info.lifecycle_stage == "active"}
+        return {
+            r.data.tags.get("baseline_key"): r
+            for r in self.ml.runs(EXPERIMENT)
+            if r.data.tags.get("source") == "paper" and r.info.lifecycle_stage == "active"
+        }
 
     def run_of(self, t: TaskData, model: str):
         run_id = t.run_files.get(model, {}).get("run_id")
         run = self.ml.get(run_id) if run_id else None
         if run is None:
-            name = model if re.search(r"-seed\d+$", model) else f"{model}-seed{self.params.get('seed', 0)}"  # runs, or old keys
+            name = (
+                model if re.search(r"-seed\d+$", model) else f"{model}-seed{self.params.get('seed', 0)}"
+            )  # runs, or old keys
             run, _ = self.ml.latest(t.key, name)
         return run, run_id
 
     def provenance(self, t: TaskData, model: str) -> str:
         """Run link, commit (one reader: ``swarmlab.report.provenance``), the command, and a stale mark."""
         run, run_id = self.run_of(t, model)
-        link = self.ml.link(run) if run is not None else (f"run `{run_id[:8]}` (not in the store)" if run_id else "no MLflow run")
+        link = (
+            self.ml.link(run)
+            if run is not None
+            else (f"run `{run_id[:8]}` (not in the store)" if run_id else "no MLflow run")
+        )
         stage = "evaluate" if model in t.evaluate else "train"
-        prov = provenance(t.evaluate.get(model) or t.train.get(model) or
-                          ({"git_commit": run.data.tags.get("git_commit")} if run is not None else None))
+        prov = provenance(
+            t.evaluate.get(model)
+            or t.train.get(model)
+            or ({"git_commit": run.data.tags.get("git_commit")} if run is not None else None)
+        )
         stale = self.stale.get(f"{stage}@{t.key}")
         mark = f" · **stale** (rerun {', '.join(stale.rerun)})" if stale else ""
         return f"{link} · {prov_text(prov)} · `dvc repro {stage}@{t.key}`{mark}"
@@ -430,23 +505,46 @@ class Report:
         status = self.status_section()
         papers = self.papers_section()  # fills self.disagreements ...
         memory = self.memory_section()  # ... and so does this one
-        sections = [papers, self.disagreement_section(), self.cross_family_section(), self.figures_section(), memory,
-                    self.runtime_section(), self.ablation_section(), self.side_section(), self.data_section(),
-                    self.baselines_section(), self.reproduce_section()]
+        sections = [
+            papers,
+            self.disagreement_section(),
+            self.cross_family_section(),
+            self.figures_section(),
+            memory,
+            self.runtime_section(),
+            self.ablation_section(),
+            self.side_section(),
+            self.data_section(),
+            self.baselines_section(),
+            self.reproduce_section(),
+        ]
         d = self.doc
-        d.add(Para(f"Generated by `python -m pipelines.report` (DVC stage `report`, profile `{self.params.get('profile')}`) "
-                   "from the files under `reports/` and the MLflow store; rerun it after any run. Every number of ours "
-                   "names the MLflow run that produced it, the git commit and the command. Paper numbers come from "
-                   "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
-                   "`python -m pipelines.paper_baselines`)."))
-        d.add(*ledger_blocks([decide_across(c, self.ledgers) for c in self.claims], self.reports, self.figure, self.embed))
+        d.add(
+            Para(
+                f"Generated by `python -m pipelines.report` (DVC stage `report`, profile `{self.params.get('profile')}`) "
+                "from the files under `reports/` and the MLflow store; rerun it after any run. Every number of ours "
+                "names the MLflow run that produced it, the git commit and the command. Paper numbers come from "
+                "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
+                "`python -m pipelines.paper_baselines`)."
+            )
+        )
+        d.add(
+            *ledger_blocks([decide_across(c, self.ledgers) for c in self.claims], self.reports, self.figure, self.embed)
+        )
         d.add(*stale_blocks(self.stale))
         d.add(*status)
-        d.add(Heading(3, "What is missing"),
-              Bullets([f"`{k}`: " + "; ".join(v) for k, v in self.missing_by_task.items()] + self.missing
-                      or ["nothing: every input the report knows of is present."]))
-        d.add(Heading(2, "Protocol differences"), Para("How every comparison below differs from the papers' by construction:"),
-              Bullets(PROTOCOL))
+        d.add(
+            Heading(3, "What is missing"),
+            Bullets(
+                [f"`{k}`: " + "; ".join(v) for k, v in self.missing_by_task.items()] + self.missing
+                or ["nothing: every input the report knows of is present."]
+            ),
+        )
+        d.add(
+            Heading(2, "Protocol differences"),
+            Para("How every comparison below differs from the papers' by construction:"),
+            Bullets(PROTOCOL),
+        )
         for blocks in sections:
             d.add(*blocks)
         return d
@@ -458,11 +556,20 @@ class Report:
             yes = lambda ok, n="": ("yes" + (f" ({n})" if n else "")) if ok else "**missing**"  # noqa: E731
             optional = lambda ok: "yes" if ok else "—"  # noqa: E731
             papers = sum(1 for b in self.baselines if b["task"] == k)
-            rows.append([f"`{k}`", "yes" if t.section is not None else "**no section**",
-                         t.registered if not t.registry_note else f"{t.registered} (not registered)",
-                         yes(bool(t.train), f"{len(t.train)} models" + (", legacy layout" if t.legacy else "")),
-                         yes(bool(t.evaluate), f"{len(t.evaluate)} models"),
-                         optional(t.sweep), optional(t.data), optional(t.samples), optional(t.frontier), str(papers)])
+            rows.append(
+                [
+                    f"`{k}`",
+                    "yes" if t.section is not None else "**no section**",
+                    t.registered if not t.registry_note else f"{t.registered} (not registered)",
+                    yes(bool(t.train), f"{len(t.train)} models" + (", legacy layout" if t.legacy else "")),
+                    yes(bool(t.evaluate), f"{len(t.evaluate)} models"),
+                    optional(t.sweep),
+                    optional(t.data),
+                    optional(t.samples),
+                    optional(t.frontier),
+                    str(papers),
+                ]
+            )
             notes = []
             if t.section is None:
                 notes.append(f"no `tasks.{k}` section in params.yaml on this branch (its track has not landed)")
@@ -475,29 +582,55 @@ class Report:
             if not t.evaluate and not t.skipped:
                 notes.append(f"no `reports/evaluate/{k}/metrics.json` (`dvc repro evaluate@{k}`)")
             if t.legacy:
-                notes.append(f"read from the layout before per-task folders (`reports/train/metrics.json`, "
-                             f"`reports/evaluate/metrics.json`); `dvc repro` writes `reports/train/{k}/`")
+                notes.append(
+                    f"read from the layout before per-task folders (`reports/train/metrics.json`, "
+                    f"`reports/evaluate/metrics.json`); `dvc repro` writes `reports/train/{k}/`"
+                )
             if notes:
                 self.missing_by_task[k] = notes
         if self.ml.ok and len(self.paper_runs) < len(self.baselines):
-            self.missing.append(f"paper baselines: {len(self.baselines) - len(self.paper_runs)} of the table's rows have no "
-                                f"run in `{EXPERIMENT}`: `python -m pipelines.paper_baselines`")
+            self.missing.append(
+                f"paper baselines: {len(self.baselines) - len(self.paper_runs)} of the table's rows have no "
+                f"run in `{EXPERIMENT}`: `python -m pipelines.paper_baselines`"
+            )
         if not self.ml.ok:
             self.missing.append(f"MLflow: {self.ml.status}")
-        return [Heading(2, "Status: what was read"),
-                Table(["task", "params section", "registered task", "train", "evaluate", "sweep", "data",
-                       "samples", "frontier", "paper rows"], rows, "llllllllll"),
-                Para(f"MLflow store: {self.ml.status}. Paper baselines in MLflow: "
-                     f"{len(self.paper_runs)} of {len(self.baselines)} runs found in experiment `{EXPERIMENT}`.")]
+        return [
+            Heading(2, "Status: what was read"),
+            Table(
+                [
+                    "task",
+                    "params section",
+                    "registered task",
+                    "train",
+                    "evaluate",
+                    "sweep",
+                    "data",
+                    "samples",
+                    "frontier",
+                    "paper rows",
+                ],
+                rows,
+                "llllllllll",
+            ),
+            Para(
+                f"MLflow store: {self.ml.status}. Paper baselines in MLflow: "
+                f"{len(self.paper_runs)} of {len(self.baselines)} runs found in experiment `{EXPERIMENT}`."
+            ),
+        ]
 
     def papers_section(self):
         d = Document("")
-        d.add(Heading(2, "Our numbers beside the papers'"),
-              Para("Per task and per paper table: the paper's rows, then our runs of the models the table names. Each paper "
-                   "row names the registered model and the config fields it fixes (`ours`, `overrides` in "
-                   "`pipelines/paper_baselines.yaml`); a run of ours is set against a row only when its effective config "
-                   "has every one of those fields (column *matches*), never against the closest row. Test numbers carry "
-                   "their 95% interval (bootstrap over the test items, or across seeds)."))
+        d.add(
+            Heading(2, "Our numbers beside the papers'"),
+            Para(
+                "Per task and per paper table: the paper's rows, then our runs of the models the table names. Each paper "
+                "row names the registered model and the config fields it fixes (`ours`, `overrides` in "
+                "`pipelines/paper_baselines.yaml`); a run of ours is set against a row only when its effective config "
+                "has every one of those fields (column *matches*), never against the closest row. Test numbers carry "
+                "their 95% interval (bootstrap over the test items, or across seeds)."
+            ),
+        )
         tasks = [k for k in self.keys if any(b["task"] == k for b in self.baselines)]
         for k in tasks:
             t = self.tasks[k]
@@ -512,29 +645,53 @@ class Report:
                     metrics += [m for m in b["metrics"] if not m.endswith("_std") and m not in metrics]
                 wanted = list(dict.fromkeys(b["ours"] for b in entries if b.get("ours")))
                 ours = [key for key in t.models if t.model_of(key) in wanted]
-                matched = {key: [b for b in entries if b.get("ours") == t.model_of(key)
-                                 and matches(b, self.config_of(k, t.model_of(key)))] for key in ours}
+                matched = {
+                    key: [
+                        b
+                        for b in entries
+                        if b.get("ours") == t.model_of(key) and matches(b, self.config_of(k, t.model_of(key)))
+                    ]
+                    for key in ours
+                }
                 rows = []
                 for b in entries:
                     label = b["model"] + (f" ({b['config']})" if b.get("config") else "")
                     runs = [key for key in ours if b in matched[key]]
-                    rows.append([f"{label} — paper"] + [self.paper_cell(b, m) for m in metrics] + [
-                        ", ".join(f"`{r}`" for r in runs) if runs else self.no_match(k, b), self.paper_link(b)])
+                    rows.append(
+                        [f"{label} — paper"]
+                        + [self.paper_cell(b, m) for m in metrics]
+                        + [", ".join(f"`{r}`" for r in runs) if runs else self.no_match(k, b), self.paper_link(b)]
+                    )
                 for key in ours:
                     hits = matched[key]
-                    rows.append([f"`{key}` — ours"] + [self.our_cell(k, key, m) for m in metrics] + [
-                        ", ".join(f"`{b['key']}`" for b in hits) if hits else
-                        f"no row: its config ({self.config_text(k, t.model_of(key), entries)}) is none of the table's",
-                        self.provenance(t, key)])
+                    rows.append(
+                        [f"`{key}` — ours"]
+                        + [self.our_cell(k, key, m) for m in metrics]
+                        + [
+                            ", ".join(f"`{b['key']}`" for b in hits)
+                            if hits
+                            else f"no row: its config ({self.config_text(k, t.model_of(key), entries)}) is none of the table's",
+                            self.provenance(t, key),
+                        ]
+                    )
                     for b in hits:
                         self.check_against(t, key, b)
                 missing = [m for m in wanted if not any(t.model_of(key) == m for key in t.models)]
                 for model in missing:
-                    rows.append([f"`{model}` — ours"] + ["not run"] + [""] * (len(metrics) - 1) + [
-                        "", f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"])
-                d.add(Heading(4, f"{self.sources[source].get('short', source)}: {where}"),
-                      Table(["model"] + metrics + ["matches", "source / run · commit · command"], rows,
-                            "l" + "r" * len(metrics) + "ll"))
+                    rows.append(
+                        [f"`{model}` — ours"]
+                        + ["not run"]
+                        + [""] * (len(metrics) - 1)
+                        + ["", f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"]
+                    )
+                d.add(
+                    Heading(4, f"{self.sources[source].get('short', source)}: {where}"),
+                    Table(
+                        ["model"] + metrics + ["matches", "source / run · commit · command"],
+                        rows,
+                        "l" + "r" * len(metrics) + "ll",
+                    ),
+                )
                 notes = [f"{b['model']}: {b['note']}" for b in entries if b.get("note")]
                 if notes:
                     d.add(Bullets(notes))
@@ -567,9 +724,12 @@ class Report:
             return "no counterpart here"
         over = entry.get("overrides") or {}
         spec = ", ".join(f"{k}: {v}" for k, v in over.items())
-        return (f"no matching run: set `tasks.{task}.model_overrides.{entry['ours']}` to `{{{spec}}}` in the profile "
-                f"(with `{entry['ours']}` in `tasks.{task}.models`), then `dvc repro evaluate@{task}`" if over else
-                f"no run: add `{entry['ours']}` to `tasks.{task}.models`, `dvc repro evaluate@{task}`")
+        return (
+            f"no matching run: set `tasks.{task}.model_overrides.{entry['ours']}` to `{{{spec}}}` in the profile "
+            f"(with `{entry['ours']}` in `tasks.{task}.models`), then `dvc repro evaluate@{task}`"
+            if over
+            else f"no run: add `{entry['ours']}` to `tasks.{task}.models`, `dvc repro evaluate@{task}`"
+        )
 
     def result_of(self, task: str, key: str):
         return self.results.get(task, {}).get(key)
@@ -609,17 +769,32 @@ class Report:
                 continue
             std = m.get(f"{metric}_std")
             noise = std if std is not None else _rounding(paper)
-            stated = f"± {fmt(std, metric)} (stated)" if std is not None else f"± {fmt(noise, metric)} (rounding; no noise stated)"
+            stated = (
+                f"± {fmt(std, metric)} (stated)"
+                if std is not None
+                else f"± {fmt(noise, metric)} (rounding; no noise stated)"
+            )
             label = f"`{key}` vs {entry['model']}{' (' + entry['config'] + ')' if entry.get('config') else ''}"
             if iv is None:
-                self.uncalled.append(f"`{t.key}` {label} {metric}: ours {fmt(value, metric)}, paper {fmt(paper, metric)} "
-                                     f"— no interval, so no call")
+                self.uncalled.append(
+                    f"`{t.key}` {label} {metric}: ours {fmt(value, metric)}, paper {fmt(paper, metric)} "
+                    f"— no interval, so no call"
+                )
                 continue
             if iv.lo > paper + noise or iv.hi < paper - noise:
-                self.disagreements.append([f"`{t.key}`", label, metric, fmt(paper, metric),
-                                           f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}]",
-                                           fmt(iv.value - paper, metric), stated, f"{entry['source']} {entry['where']}",
-                                           iv.test])
+                self.disagreements.append(
+                    [
+                        f"`{t.key}`",
+                        label,
+                        metric,
+                        fmt(paper, metric),
+                        f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}]",
+                        fmt(iv.value - paper, metric),
+                        stated,
+                        f"{entry['source']} {entry['where']}",
+                        iv.test,
+                    ]
+                )
 
     def disagreement_section(self):
         d = Document("")
@@ -627,23 +802,49 @@ class Report:
         if not self.disagreements:
             d.add(Para("No matched number of ours has its 95% interval outside the paper's value ± its stated noise."))
         else:
-            d.add(Para("Every metric where our run of a paper row's exact configuration has its 95% interval outside the "
-                       "paper's value ± the paper's stated standard deviation (or, where it states none, ± the rounding "
-                       "of its printed number). Why they differ is for the ledger and the protocol notes: budgets differ "
-                       "by profile."),
-                  Table(["task", "model", "metric", "paper", "ours [95%]", "ours − paper", "paper's noise", "paper row",
-                         "test / measure"], self.disagreements, "lllrrrlll"))
+            d.add(
+                Para(
+                    "Every metric where our run of a paper row's exact configuration has its 95% interval outside the "
+                    "paper's value ± the paper's stated standard deviation (or, where it states none, ± the rounding "
+                    "of its printed number). Why they differ is for the ledger and the protocol notes: budgets differ "
+                    "by profile."
+                ),
+                Table(
+                    [
+                        "task",
+                        "model",
+                        "metric",
+                        "paper",
+                        "ours [95%]",
+                        "ours − paper",
+                        "paper's noise",
+                        "paper row",
+                        "test / measure",
+                    ],
+                    self.disagreements,
+                    "lllrrrlll",
+                ),
+            )
         if self.uncalled:
-            d.add(Para("Matched numbers without an interval (their runs saved no per-item scores), so neither agreement "
-                       "nor disagreement is called:"), Bullets(self.uncalled))
+            d.add(
+                Para(
+                    "Matched numbers without an interval (their runs saved no per-item scores), so neither agreement "
+                    "nor disagreement is called:"
+                ),
+                Bullets(self.uncalled),
+            )
         return d.blocks
 
     def cross_family_section(self):
         d = Document("")
-        d.add(Heading(2, "Cross-family comparison"),
-              Para("Every model run on a task, at that task's settings of the active profile: the same data, the same "
-                   "engine, the same budget (the `stopped` column says which limit ended each run). Side runs (below "
-                   "each table) used the same settings unless their README says otherwise."))
+        d.add(
+            Heading(2, "Cross-family comparison"),
+            Para(
+                "Every model run on a task, at that task's settings of the active profile: the same data, the same "
+                "engine, the same budget (the `stopped` column says which limit ended each run). Side runs (below "
+                "each table) used the same settings unless their README says otherwise."
+            ),
+        )
         for k in self.keys:
             t = self.tasks[k]
             if not t.models and not self._side_rows(k):
@@ -651,18 +852,36 @@ class Report:
             d.add(Heading(3, f"`{k}`"))
             mon = t.monitor
             extra_loss = mon != "loss"  # the test loss beside a monitored score
-            header = ["model", "parameters", f"val {mon}", f"test {mon}"] + (["test loss"] if extra_loss else []) + [
-                "train samples/s", "net train s", "steps", "stopped", "peak memory", "run · commit · command"]
+            header = (
+                ["model", "parameters", f"val {mon}", f"test {mon}"]
+                + (["test loss"] if extra_loss else [])
+                + ["train samples/s", "net train s", "steps", "stopped", "peak memory", "run · commit · command"]
+            )
             rows = []
             for model in t.models:
                 tr, ev = t.train.get(model) or {}, t.evaluate.get(model) or {}
-                mem = f"{fmt(ev.get('peak_memory_mb'))} MB ({ev.get('peak_memory_kind', '?')}, {ev.get('device', '?')})" \
-                    if is_number(ev.get("peak_memory_mb")) else "—"
-                rows.append([f"`{model}`", fmt(t.value(model, "num_params"), "num_params"), fmt(tr.get(f"val_{mon}"), mon),
-                             fmt(ev.get(f"test_{mon}"), mon)] + ([fmt(ev.get("test_loss"), "loss")] if extra_loss else []) + [
-                             fmt(tr.get("train_samples_per_s")), fmt(tr.get("train_time_s")),
-                             fmt(tr["steps"]) if "steps" in tr else (f"{tr['epochs']} epochs" if "epochs" in tr else "—"),
-                             str(tr.get("stopped", "—")), mem, self.provenance(t, model)])
+                mem = (
+                    f"{fmt(ev.get('peak_memory_mb'))} MB ({ev.get('peak_memory_kind', '?')}, {ev.get('device', '?')})"
+                    if is_number(ev.get("peak_memory_mb"))
+                    else "—"
+                )
+                rows.append(
+                    [
+                        f"`{model}`",
+                        fmt(t.value(model, "num_params"), "num_params"),
+                        fmt(tr.get(f"val_{mon}"), mon),
+                        fmt(ev.get(f"test_{mon}"), mon),
+                    ]
+                    + ([fmt(ev.get("test_loss"), "loss")] if extra_loss else [])
+                    + [
+                        fmt(tr.get("train_samples_per_s")),
+                        fmt(tr.get("train_time_s")),
+                        fmt(tr["steps"]) if "steps" in tr else (f"{tr['epochs']} epochs" if "epochs" in tr else "—"),
+                        str(tr.get("stopped", "—")),
+                        mem,
+                        self.provenance(t, model),
+                    ]
+                )
             if rows:
                 d.add(Table(header, rows, "l" + "r" * (len(header) - 4) + "lll"))
             budget = self._budget(k)
@@ -670,13 +889,26 @@ class Report:
                 d.add(Para(f"Budget (profile `{self.params.get('profile')}`): {budget}."))
             side = self._side_rows(k)
             if side:
-                d.add(Para(f"Side runs of `{k}` (not DVC outputs; their README gives the exact commands and settings):"),
-                      Table(["model", "parameters", f"val {mon}", f"test {mon}", "train samples/s", "side run"], side, "lrrrrl"))
+                d.add(
+                    Para(f"Side runs of `{k}` (not DVC outputs; their README gives the exact commands and settings):"),
+                    Table(
+                        ["model", "parameters", f"val {mon}", f"test {mon}", "train samples/s", "side run"],
+                        side,
+                        "lrrrrl",
+                    ),
+                )
             if t.kind:
-                fitting = [m for m in model_registry.list_models(kind=t.kind) if m not in {t.model_of(k) for k in t.models}]
+                fitting = [
+                    m for m in model_registry.list_models(kind=t.kind) if m not in {t.model_of(k) for k in t.models}
+                ]
                 if fitting:
-                    d.add(Para(f"Registered `{t.kind}` models not run on `{k}` in the pipeline: "
-                               + ", ".join(f"`{m}`" for m in fitting) + "."))
+                    d.add(
+                        Para(
+                            f"Registered `{t.kind}` models not run on `{k}` in the pipeline: "
+                            + ", ".join(f"`{m}`" for m in fitting)
+                            + "."
+                        )
+                    )
         return d.blocks
 
     def _budget(self, key: str) -> str:
@@ -718,11 +950,17 @@ class Report:
                     a, b = tr.get(model) or {}, ev.get(model) or {}
                     if not isinstance(a, dict) or not isinstance(b, dict):
                         continue
-                    rows.append([f"`{model}`", fmt(a.get("num_params", b.get("num_params")), "num_params"),
-                                 fmt(a.get(f"val_{mon}"), mon), fmt(b.get(f"test_{mon}"), mon),
-                                 fmt(a.get("train_samples_per_s")),
-                                 f"[{rel(d, self.reports)}]({rel(side, self.reports)}/README.md) · "
-                                 f"{prov_text(provenance(b or a, d))}"])
+                    rows.append(
+                        [
+                            f"`{model}`",
+                            fmt(a.get("num_params", b.get("num_params")), "num_params"),
+                            fmt(a.get(f"val_{mon}"), mon),
+                            fmt(b.get(f"test_{mon}"), mon),
+                            fmt(a.get("train_samples_per_s")),
+                            f"[{rel(d, self.reports)}]({rel(side, self.reports)}/README.md) · "
+                            f"{prov_text(provenance(b or a, d))}",
+                        ]
+                    )
         return rows
 
     def figures_section(self):
@@ -735,7 +973,9 @@ class Report:
             t = self.tasks[k]
             if not t.histories:
                 continue
-            img = self.figure(f"curves_{k}", lambda p, t=t: rf.training_curves(t.histories, t.monitor, f"{t.key}: training curves", p))
+            img = self.figure(
+                f"curves_{k}", lambda p, t=t: rf.training_curves(t.histories, t.monitor, f"{t.key}: training curves", p)
+            )
             if img:
                 img.caption = f"`{k}`: loss and validation {t.monitor} per evaluation, from `{rel(t.train_dir, self.reports)}/history/`"
                 d.add(img)
@@ -759,20 +999,31 @@ class Report:
         if not drawn:
             d.add(Para("No evaluation figures yet (`reports/evaluate/<task>/plots/`)."))
 
-        d.add(Heading(3, "Score against parameters (seed 003 Figure 2 style)"),
-              Para("Our models (dots; our frontier dashed) and the papers' rows that state a parameter count (crosses), per task."))
+        d.add(
+            Heading(3, "Score against parameters (seed 003 Figure 2 style)"),
+            Para(
+                "Our models (dots; our frontier dashed) and the papers' rows that state a parameter count (crosses), per task."
+            ),
+        )
         drawn = False
         for k in self.keys:
             t = self.tasks[k]
             metric = f"test_{t.monitor}" if t.evaluate else f"val_{t.monitor}"
             ours = [(m, t.value(m, "num_params"), t.value(m, metric)) for m in t.models]
             ours = [o for o in ours if is_number(o[1]) and is_number(o[2])]
-            papers = [(b["model"], b["metrics"]["num_params"], b["metrics"][metric]) for b in self.baselines
-                      if b["task"] == k and "num_params" in b["metrics"] and metric in b["metrics"]]
+            papers = [
+                (b["model"], b["metrics"]["num_params"], b["metrics"][metric])
+                for b in self.baselines
+                if b["task"] == k and "num_params" in b["metrics"] and metric in b["metrics"]
+            ]
             if not ours and len(papers) < 2:
                 continue
-            img = self.figure(f"params_{k}", lambda p, k=k, o=ours, pp=papers, m=metric, t=t: rf.metric_vs_params(
-                o, pp, m, t.mode == "min", f"{k}: {m} against parameters", p))
+            img = self.figure(
+                f"params_{k}",
+                lambda p, k=k, o=ours, pp=papers, m=metric, t=t: rf.metric_vs_params(
+                    o, pp, m, t.mode == "min", f"{k}: {m} against parameters", p
+                ),
+            )
             if img:
                 img.caption = f"`{k}`: {metric} against parameter count"
                 d.add(img)
@@ -810,10 +1061,14 @@ class Report:
             d.add(Para("Not run yet: `dvc repro memory_scaling`."))
             return d.blocks
         env = results.get("environment") or {}
-        d.add(Para(f"One inference forward per (model, N), each in its own process, on `{env.get('device', '?')}` "
-                   f"(torch {env.get('torch', '?')}, commit {short(env.get('git_commit'))}, `dvc repro memory_scaling`). "
-                   "Ours is the forward's memory increment (peak minus baseline); the paper's is its Figure 3 text at "
-                   "N = 100,000, measured on a GPU."))
+        d.add(
+            Para(
+                f"One inference forward per (model, N), each in its own process, on `{env.get('device', '?')}` "
+                f"(torch {env.get('torch', '?')}, commit {short(env.get('git_commit'))}, `dvc repro memory_scaling`). "
+                "Ours is the forward's memory increment (peak minus baseline); the paper's is its Figure 3 text at "
+                "N = 100,000, measured on a GPU."
+            )
+        )
         if (folder / "memory_scaling.png").is_file():
             d.add(self.embed(folder / "memory_scaling.png", "`memory_scaling/memory_scaling.png`"))
         tokens = max((p.get("tokens", 0) for p in results.get("points", [])), default=0)
@@ -829,16 +1084,39 @@ class Report:
             b = paper.get(p["model"])
             pv = b["metrics"].get("memory_gb_at_100k") if b and tokens == 100000 else None
             if pv is not None and ours is not None and abs(ours - pv) > _rounding(pv):
-                self.disagreements.append([
-                    "`memory_scaling`", f"`{p['model']}` vs {b['model']}", "memory_gb_at_100k", fmt(pv), fmt(ours),
-                    fmt(ours - pv), f"± {fmt(_rounding(pv))} (rounding; no noise stated)", f"{b['source']} {b['where']}",
-                    MEMORY_REASON])
-            rows.append([f"`{p['model']}`", p.get("status", "?"), fmt(ours) + " GB" if ours is not None else
-                         (f"predicted {fmt(p['predicted_bytes'] / 1e9)} GB" if is_number(p.get("predicted_bytes")) else "—"),
-                         fmt(p.get("time_s")) + " s" if is_number(p.get("time_s")) else "—",
-                         (fmt(pv) + " GB") if pv is not None else "", (self.paper_link(b) if b else "")])
-        d.add(Heading(3, f"At N = {tokens:,} tokens"),
-              Table(["model", "status", "ours (increment)", "time", "paper", "paper row"], rows, "llrrrl"))
+                self.disagreements.append(
+                    [
+                        "`memory_scaling`",
+                        f"`{p['model']}` vs {b['model']}",
+                        "memory_gb_at_100k",
+                        fmt(pv),
+                        fmt(ours),
+                        fmt(ours - pv),
+                        f"± {fmt(_rounding(pv))} (rounding; no noise stated)",
+                        f"{b['source']} {b['where']}",
+                        MEMORY_REASON,
+                    ]
+                )
+            rows.append(
+                [
+                    f"`{p['model']}`",
+                    p.get("status", "?"),
+                    fmt(ours) + " GB"
+                    if ours is not None
+                    else (
+                        f"predicted {fmt(p['predicted_bytes'] / 1e9)} GB"
+                        if is_number(p.get("predicted_bytes"))
+                        else "—"
+                    ),
+                    fmt(p.get("time_s")) + " s" if is_number(p.get("time_s")) else "—",
+                    (fmt(pv) + " GB") if pv is not None else "",
+                    (self.paper_link(b) if b else ""),
+                ]
+            )
+        d.add(
+            Heading(3, f"At N = {tokens:,} tokens"),
+            Table(["model", "status", "ours (increment)", "time", "paper", "paper row"], rows, "llrrrl"),
+        )
         table_md = folder / "table.md"
         if table_md.is_file():
             d.add(Heading(3, "Every point (`memory_scaling/table.md`)"))
@@ -847,34 +1125,73 @@ class Report:
 
     def runtime_section(self):
         d = Document("")
-        d.add(Heading(2, "Runtime"),
-              Para("Training throughput (net, from the train stage) and inference latency, throughput and peak memory "
-                   "(evaluate stage, test split), per task and model; then the papers' runtime figures."))
+        d.add(
+            Heading(2, "Runtime"),
+            Para(
+                "Training throughput (net, from the train stage) and inference latency, throughput and peak memory "
+                "(evaluate stage, test split), per task and model; then the papers' runtime figures."
+            ),
+        )
         rows = []
         for k in self.keys:
             t = self.tasks[k]
             for model in sorted(t.evaluate):
                 ev, tr = t.evaluate[model] or {}, t.train.get(model) or {}
-                rows.append([f"`{k}`", f"`{model}`", str(ev.get("device", "?")) + (" bf16" if ev.get("bf16_autocast") else ""),
-                             fmt(tr.get("train_samples_per_s")), str(ev.get("batch_size", "?")),
-                             f"{fmt(ev.get('latency_ms_p50'))} / {fmt(ev.get('latency_ms_p95'))}",
-                             fmt(ev.get("throughput_samples_per_s")),
-                             f"{fmt(ev.get('peak_memory_mb'))} ({ev.get('peak_memory_kind', '?')})", self.provenance(t, model)])
+                rows.append(
+                    [
+                        f"`{k}`",
+                        f"`{model}`",
+                        str(ev.get("device", "?")) + (" bf16" if ev.get("bf16_autocast") else ""),
+                        fmt(tr.get("train_samples_per_s")),
+                        str(ev.get("batch_size", "?")),
+                        f"{fmt(ev.get('latency_ms_p50'))} / {fmt(ev.get('latency_ms_p95'))}",
+                        fmt(ev.get("throughput_samples_per_s")),
+                        f"{fmt(ev.get('peak_memory_mb'))} ({ev.get('peak_memory_kind', '?')})",
+                        self.provenance(t, model),
+                    ]
+                )
         if rows:
-            d.add(Table(["task", "model", "device", "train samples/s", "eval batch", "latency p50 / p95 ms",
-                         "inference samples/s", "peak memory MB", "run · commit · command"], rows, "lllrrrrll"))
+            d.add(
+                Table(
+                    [
+                        "task",
+                        "model",
+                        "device",
+                        "train samples/s",
+                        "eval batch",
+                        "latency p50 / p95 ms",
+                        "inference samples/s",
+                        "peak memory MB",
+                        "run · commit · command",
+                    ],
+                    rows,
+                    "lllrrrrll",
+                )
+            )
         else:
             d.add(Para("No evaluation yet."))
-        paper_rows = [b for b in self.baselines if any(m.startswith(RUNTIME_PREFIXES) for m in b["metrics"])
-                      and b["task"] != "memory_scaling"]
+        paper_rows = [
+            b
+            for b in self.baselines
+            if any(m.startswith(RUNTIME_PREFIXES) for m in b["metrics"]) and b["task"] != "memory_scaling"
+        ]
         if paper_rows:
             metrics = []
             for b in paper_rows:
                 metrics += [m for m in b["metrics"] if m.startswith(RUNTIME_PREFIXES) and m not in metrics]
-            d.add(Heading(3, "The papers' runtime figures"),
-                  Table(["paper row", "task"] + metrics + ["where ours is"], align="ll" + "r" * len(metrics) + "l", rows=
-                        [[f"{b['model']} — {b['source']} {b['where']}", f"`{b['task']}`"] + [self.paper_cell(b, m) for m in metrics]
-                         + [BENCHMARKS.get(b["task"], "the table above")] for b in paper_rows]))
+            d.add(
+                Heading(3, "The papers' runtime figures"),
+                Table(
+                    ["paper row", "task"] + metrics + ["where ours is"],
+                    align="ll" + "r" * len(metrics) + "l",
+                    rows=[
+                        [f"{b['model']} — {b['source']} {b['where']}", f"`{b['task']}`"]
+                        + [self.paper_cell(b, m) for m in metrics]
+                        + [BENCHMARKS.get(b["task"], "the table above")]
+                        for b in paper_rows
+                    ],
+                ),
+            )
         return d.blocks
 
     def ablation_section(self):
@@ -883,9 +1200,13 @@ class Report:
         d = Document("")
         grids = dict(self.params.get("ablations") or {})
         on_disk = sorted(p.name for p in (self.reports / "ablations").glob("*") if p.is_dir())
-        d.add(Heading(2, "Ablations"),
-              Para("Grids defined under `ablations:` in params.yaml, one command each (`python -m pipelines.ablate --grid "
-                   "<name>`); every point trains in a workspace of its own at the active profile's settings."))
+        d.add(
+            Heading(2, "Ablations"),
+            Para(
+                "Grids defined under `ablations:` in params.yaml, one command each (`python -m pipelines.ablate --grid "
+                "<name>`); every point trains in a workspace of its own at the active profile's settings."
+            ),
+        )
         for name in list(grids) + [g for g in on_disk if g not in grids]:
             spec = grids.get(name) or {}
             results = read_json(self.reports / "ablations" / name / "results.json")
@@ -897,10 +1218,16 @@ class Report:
                     points = [p["label"] for p in grid_points(self.params, name)]
                 except SwarmlabError as exc:
                     points = [f"(grid not valid: {exc})"]
-                self.missing.append(f"ablation `{name}`: not run: `python -m pipelines.ablate --grid {name}` "
-                                    f"({len(points)} points)")
-                d.add(Para(f"Not run yet: `python -m pipelines.ablate --grid {name}` — points: "
-                           + ", ".join(f"`{p}`" for p in points) + "."))
+                self.missing.append(
+                    f"ablation `{name}`: not run: `python -m pipelines.ablate --grid {name}` ({len(points)} points)"
+                )
+                d.add(
+                    Para(
+                        f"Not run yet: `python -m pipelines.ablate --grid {name}` — points: "
+                        + ", ".join(f"`{p}`" for p in points)
+                        + "."
+                    )
+                )
                 continue
             mon = results.get("monitor", "loss")
             rows, labels, val, test = [], [], [], []
@@ -911,59 +1238,120 @@ class Report:
                     label = e["label"] if len(models) == 1 else f"{e['label']} / {model}"
                     run_id = (e.get("runs") or {}).get(model)
                     run = self.ml.get(run_id) if run_id else None
-                    link = self.ml.link(run) if run is not None else (f"run `{run_id[:8]}`" if run_id else "no MLflow run")
-                    rows.append([label, e.get("status", "?"), fmt(tr.get(f"val_{mon}"), mon), fmt(ev.get(f"test_{mon}"), mon),
-                                 fmt(tr.get("num_params"), "num_params"), fmt(tr.get("train_samples_per_s")),
-                                 fmt(tr.get("train_time_s")), str(tr.get("stopped", "—")),
-                                 f"{link} · {short(ev.get('git_commit') or results.get('git_commit'))}"])
+                    link = (
+                        self.ml.link(run) if run is not None else (f"run `{run_id[:8]}`" if run_id else "no MLflow run")
+                    )
+                    rows.append(
+                        [
+                            label,
+                            e.get("status", "?"),
+                            fmt(tr.get(f"val_{mon}"), mon),
+                            fmt(ev.get(f"test_{mon}"), mon),
+                            fmt(tr.get("num_params"), "num_params"),
+                            fmt(tr.get("train_samples_per_s")),
+                            fmt(tr.get("train_time_s")),
+                            str(tr.get("stopped", "—")),
+                            f"{link} · {short(ev.get('git_commit') or results.get('git_commit'))}",
+                        ]
+                    )
                     labels.append(label)
                     val.append(tr.get(f"val_{mon}") if is_number(tr.get(f"val_{mon}")) else None)
                     test.append(ev.get(f"test_{mon}") if is_number(ev.get(f"test_{mon}")) else None)
-            d.add(Para(f"Task `{results.get('task')}`, profile `{results.get('profile')}`, command `{results.get('command')}`, "
-                       f"commit {short(results.get('git_commit'))}."),
-                  Table(["point", "status", f"val {mon}", f"test {mon}", "parameters", "train samples/s", "net train s",
-                         "stopped", "run · commit"], rows, "llrrrrrll"))
+            d.add(
+                Para(
+                    f"Task `{results.get('task')}`, profile `{results.get('profile')}`, command `{results.get('command')}`, "
+                    f"commit {short(results.get('git_commit'))}."
+                ),
+                Table(
+                    [
+                        "point",
+                        "status",
+                        f"val {mon}",
+                        f"test {mon}",
+                        "parameters",
+                        "train samples/s",
+                        "net train s",
+                        "stopped",
+                        "run · commit",
+                    ],
+                    rows,
+                    "llrrrrrll",
+                ),
+            )
             if any(v is not None for v in val + test):
-                img = self.figure(f"ablation_{name}", lambda p, n=name: rf.ablation_plot(
-                    labels, {"validation": val, "test": test}, f"ablation {n}: {mon}", mon, p))
+                img = self.figure(
+                    f"ablation_{name}",
+                    lambda p, n=name: rf.ablation_plot(
+                        labels, {"validation": val, "test": test}, f"ablation {n}: {mon}", mon, p
+                    ),
+                )
                 if img:
                     img.caption = f"ablation `{name}`: {mon} per point"
                     d.add(img)
             not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
             if not_run:
-                self.missing.append(f"ablation `{name}`: points not finished: {', '.join(not_run)} "
-                                    f"(`python -m pipelines.ablate --grid {name} --resume`)")
+                self.missing.append(
+                    f"ablation `{name}`: points not finished: {', '.join(not_run)} "
+                    f"(`python -m pipelines.ablate --grid {name} --resume`)"
+                )
         return d.blocks
 
     def side_section(self):
         d = Document("")
-        d.add(Heading(2, "Side runs (`reports/side/`)"),
-              Para("Runs made outside DVC with the same stages, committed with their commands (each folder's README)."))
+        d.add(
+            Heading(2, "Side runs (`reports/side/`)"),
+            Para("Runs made outside DVC with the same stages, committed with their commands (each folder's README)."),
+        )
         sides = self._side_dirs()
         if not sides:
             d.add(Para("None."))
             return d.blocks
         for side in sides:
             readme = side / "README.md"
-            title = next((ln.lstrip("# ").strip() for ln in readme.read_text(encoding="utf-8").splitlines()
-                          if ln.startswith("#")), side.name) if readme.is_file() else side.name
+            title = (
+                next(
+                    (
+                        ln.lstrip("# ").strip()
+                        for ln in readme.read_text(encoding="utf-8").splitlines()
+                        if ln.startswith("#")
+                    ),
+                    side.name,
+                )
+                if readme.is_file()
+                else side.name
+            )
             d.add(Heading(3, f"`{side.name}`: {title}"))
             if readme.is_file():
                 d.add(Para(f"Commands and settings: [{rel(readme, self.reports)}]({rel(readme, self.reports)})."))
             for folder, tr, ev in self._side_metrics(side):
-                metrics = sorted({k for m in list(tr.values()) + list(ev.values()) if isinstance(m, dict)
-                                  for k, v in m.items() if re.match(r"(val|test)_", k) and k != "test_rows" and is_number(v)})
+                metrics = sorted(
+                    {
+                        k
+                        for m in list(tr.values()) + list(ev.values())
+                        if isinstance(m, dict)
+                        for k, v in m.items()
+                        if re.match(r"(val|test)_", k) and k != "test_rows" and is_number(v)
+                    }
+                )
                 rows = []
                 for model in sorted(set(tr) | set(ev)):
                     a, b = tr.get(model) or {}, ev.get(model) or {}
                     if not isinstance(a, dict) or not isinstance(b, dict):
                         continue
                     merged = {**a, **b}
-                    rows.append([f"`{model}`", fmt(merged.get("num_params"), "num_params")] + [fmt(merged.get(m), m) for m in metrics]
-                                + [fmt(a.get("train_samples_per_s")), prov_text(provenance(b or a, folder))])
-                d.add(Para(f"`{rel(folder, self.reports)}`:"),
-                      Table(["model", "parameters"] + metrics + ["train samples/s", "commit"], rows,
-                            "l" + "r" * (len(metrics) + 2) + "l"))
+                    rows.append(
+                        [f"`{model}`", fmt(merged.get("num_params"), "num_params")]
+                        + [fmt(merged.get(m), m) for m in metrics]
+                        + [fmt(a.get("train_samples_per_s")), prov_text(provenance(b or a, folder))]
+                    )
+                d.add(
+                    Para(f"`{rel(folder, self.reports)}`:"),
+                    Table(
+                        ["model", "parameters"] + metrics + ["train samples/s", "commit"],
+                        rows,
+                        "l" + "r" * (len(metrics) + 2) + "l",
+                    ),
+                )
         return d.blocks
 
     def data_section(self):
@@ -971,15 +1359,21 @@ class Report:
         d.add(Heading(2, "Data"))
         aug = read_json(self.reports / "augment" / "metrics.json")
         if aug:
-            d.add(Para("Augmentation (`reports/augment/metrics.json`, `dvc repro augment`):"),
-                  Table(["count", "value"], [[k, fmt(v)] for k, v in sorted(aug.items()) if is_number(v)]))
+            d.add(
+                Para("Augmentation (`reports/augment/metrics.json`, `dvc repro augment`):"),
+                Table(["count", "value"], [[k, fmt(v)] for k, v in sorted(aug.items()) if is_number(v)]),
+            )
         shown = bool(aug)
         for k in self.keys:
             data = self.tasks[k].data
             if data:
                 flat = {kk: v for kk, v in flatten(data).items() if is_number(v) or isinstance(v, str)}
-                d.add(Para(f"`{k}` (`reports/data/{k}/metrics.json`, `dvc repro data@{k}`):"),
-                      Table(["field", "value"], [[kk, fmt(v) if is_number(v) else str(v)] for kk, v in sorted(flat.items())]))
+                d.add(
+                    Para(f"`{k}` (`reports/data/{k}/metrics.json`, `dvc repro data@{k}`):"),
+                    Table(
+                        ["field", "value"], [[kk, fmt(v) if is_number(v) else str(v)] for kk, v in sorted(flat.items())]
+                    ),
+                )
                 shown = True
         if not shown:
             d.add(Para("No data summaries yet."))
@@ -987,30 +1381,52 @@ class Report:
 
     def baselines_section(self):
         d = Document("")
-        d.add(Heading(2, "Paper baselines in MLflow"),
-              Para(f"`python -m pipelines.paper_baselines` logs each row of `pipelines/paper_baselines.yaml` as a run of "
-                   f"experiment `{EXPERIMENT}` (tags `source=paper`, `citation`, `baseline_key`); rerunning it adds no "
-                   "duplicates. Metric names are ours, so the MLflow UI compares them with our runs column by column."))
-        rows = [[f"`{b['key']}`", f"`{b['task']}`", b["model"] + (f" ({b['config']})" if b.get("config") else ""),
-                 f"`{b['ours']}`" if b.get("ours") else "—",
-                 ", ".join(f"{m} {self.paper_cell(b, m)}" for m in b["metrics"] if not m.endswith("_std")),
-                 self.ml.link(self.paper_runs[b["key"]]) if b["key"] in self.paper_runs
-                 else ("not logged" if self.ml.ok else "—")]
-                for b in self.baselines]
-        d.add(Table(["key", "task", "paper's model", "ours", "numbers", "MLflow"], rows, "llllll"),
-              Para("Sources:"), Bullets([f"**{k}**: {v['citation']}" for k, v in sorted(self.sources.items())]))
+        d.add(
+            Heading(2, "Paper baselines in MLflow"),
+            Para(
+                f"`python -m pipelines.paper_baselines` logs each row of `pipelines/paper_baselines.yaml` as a run of "
+                f"experiment `{EXPERIMENT}` (tags `source=paper`, `citation`, `baseline_key`); rerunning it adds no "
+                "duplicates. Metric names are ours, so the MLflow UI compares them with our runs column by column."
+            ),
+        )
+        rows = [
+            [
+                f"`{b['key']}`",
+                f"`{b['task']}`",
+                b["model"] + (f" ({b['config']})" if b.get("config") else ""),
+                f"`{b['ours']}`" if b.get("ours") else "—",
+                ", ".join(f"{m} {self.paper_cell(b, m)}" for m in b["metrics"] if not m.endswith("_std")),
+                self.ml.link(self.paper_runs[b["key"]])
+                if b["key"] in self.paper_runs
+                else ("not logged" if self.ml.ok else "—"),
+            ]
+            for b in self.baselines
+        ]
+        d.add(
+            Table(["key", "task", "paper's model", "ours", "numbers", "MLflow"], rows, "llllll"),
+            Para("Sources:"),
+            Bullets([f"**{k}**: {v['citation']}" for k, v in sorted(self.sources.items())]),
+        )
         return d.blocks
 
     def reproduce_section(self) -> list:
-        return [Heading(2, "Reproduce"), Code("\n".join([
-            "dvc repro                                   # every stage of the default profile, this report last",
-            "dvc exp run -S profile=smoke                # another profile as a DVC experiment",
-            "python -m pipelines.paper_baselines         # the papers' numbers into MLflow (idempotent)",
-            "python -m pipelines.ablate --list           # the ablation grids; then --grid <name>",
-            "python -m pipelines.report                  # this report, from whatever exists",
-            "dvc exp show; dvc plots diff                # compare DVC experiments (docs/tracking.md, Compare runs)",
-            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --host 127.0.0.1 --port 5000 --workers 1 \\",
-            "    --backend-store-uri sqlite:///$PWD/mlruns.db   # then open http://127.0.0.1:5000/#/experiments"]))]
+        return [
+            Heading(2, "Reproduce"),
+            Code(
+                "\n".join(
+                    [
+                        "dvc repro                                   # every stage of the default profile, this report last",
+                        "dvc exp run -S profile=smoke                # another profile as a DVC experiment",
+                        "python -m pipelines.paper_baselines         # the papers' numbers into MLflow (idempotent)",
+                        "python -m pipelines.ablate --list           # the ablation grids; then --grid <name>",
+                        "python -m pipelines.report                  # this report, from whatever exists",
+                        "dvc exp show; dvc plots diff                # compare DVC experiments (docs/tracking.md, Compare runs)",
+                        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow server --host 127.0.0.1 --port 5000 --workers 1 \\",
+                        "    --backend-store-uri sqlite:///$PWD/mlruns.db   # then open http://127.0.0.1:5000/#/experiments",
+                    ]
+                )
+            ),
+        ]
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -1032,8 +1448,16 @@ def _curve_csv(rows: list[dict], monitor: str) -> str:
     w.writerow(["step", "epoch", "train_loss", "val_loss", "val_monitored", "monitored"])
     for i, r in enumerate(rows):
         step = r.get("step") if is_number(r.get("step")) else (r.get("epoch") if is_number(r.get("epoch")) else i + 1)
-        w.writerow([_num(step), _num(r.get("epoch")), _num(r.get("train_loss")), _num(r.get("val_loss")),
-                    _num(r.get(f"val_{monitor}")), monitor])
+        w.writerow(
+            [
+                _num(step),
+                _num(r.get("epoch")),
+                _num(r.get("train_loss")),
+                _num(r.get("val_loss")),
+                _num(r.get(f"val_{monitor}")),
+                monitor,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -1061,7 +1485,11 @@ def _markdown_blocks(text: str) -> list:
 
     def flush():
         if table:
-            cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in table if not re.match(r"^\|[-:| ]+\|$", ln.strip())]
+            cells = [
+                [c.strip() for c in ln.strip().strip("|").split("|")]
+                for ln in table
+                if not re.match(r"^\|[-:| ]+\|$", ln.strip())
+            ]
             if cells:
                 blocks.append(Table(cells[0], cells[1:]))
             table.clear()
@@ -1087,8 +1515,14 @@ def _markdown_blocks(text: str) -> list:
 # --------------------------------------------------------------------------------------------------- stage
 
 
-def write_report(params: dict, *, reports: Path = REPORTS_DIR, outputs: Path = OUTPUTS_DIR, mlflow: bool = True,
-                 baselines_file: Path = BASELINES_FILE) -> dict:
+def write_report(
+    params: dict,
+    *,
+    reports: Path = REPORTS_DIR,
+    outputs: Path = OUTPUTS_DIR,
+    mlflow: bool = True,
+    baselines_file: Path = BASELINES_FILE,
+) -> dict:
     """Build the report from whatever exists and write REPORT.md, report.html and reports/report/."""
     settings = params.get("report") or {}
     index = MlflowIndex(tracking_uri(), settings.get("mlflow_ui", "http://127.0.0.1:5000"), enabled=mlflow)
@@ -1104,8 +1538,12 @@ def write_report(params: dict, *, reports: Path = REPORTS_DIR, outputs: Path = O
             path.write_text(text, encoding="utf-8")
     atomic_write_text(reports / "REPORT.md", to_markdown(doc))
     atomic_write_text(reports / "report.html", to_html(doc))
-    return {"tasks": report.keys, "missing": report.missing, "figures": sorted(report.figures),
-            "disagreements": len(report.disagreements)}
+    return {
+        "tasks": report.keys,
+        "missing": report.missing,
+        "figures": sorted(report.figures),
+        "disagreements": len(report.disagreements),
+    }
 
 
 @cli
@@ -1114,9 +1552,11 @@ def main(argv=None) -> None:
     parser.add_argument("--no-mlflow", action="store_true", help="do not read the MLflow store (no run ids or links)")
     args = parser.parse_args(argv)
     result = write_report(params_from(args), mlflow=not args.no_mlflow)
-    print(f"report: {len(result['tasks'])} tasks, {len(result['figures'])} figures drawn, {len(result['missing'])} missing "
-          f"inputs listed, {result['disagreements']} disagreements with the papers -> {REPORTS_DIR / 'REPORT.md'}, "
-          f"{REPORTS_DIR / 'report.html'}")
+    print(
+        f"report: {len(result['tasks'])} tasks, {len(result['figures'])} figures drawn, {len(result['missing'])} missing "
+        f"inputs listed, {result['disagreements']} disagreements with the papers -> {REPORTS_DIR / 'REPORT.md'}, "
+        f"{REPORTS_DIR / 'report.html'}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ sibling and swapped in on success, so a failed run leaves the previous samples a
 
     python -m pipelines.sample [--task T] [--profile P]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,14 @@ from tasks.base import Task
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
 
-def sample(params: dict, task_key: str | None = None, *, options: dict | None = None, train_root: Path = TRAIN_ROOT,
-           report_root: Path = REPORTS_DIR) -> dict:
+def sample(
+    params: dict,
+    task_key: str | None = None,
+    *,
+    options: dict | None = None,
+    train_root: Path = TRAIN_ROOT,
+    report_root: Path = REPORTS_DIR,
+) -> dict:
     task = make_task(params, default_task(params, task_key), options=options)
     if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
         raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
@@ -41,19 +48,36 @@ def sample(params: dict, task_key: str | None = None, *, options: dict | None = 
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead
         torch.set_num_threads(settings["num_threads"])
-    models = {run.name: load_best(params, task, run, train_root) for run in task_runs(params, task.key)}  # every checkpoint first
+    models = {
+        run.name: load_best(params, task, run, train_root) for run in task_runs(params, task.key)
+    }  # every checkpoint first
     summaries = {}
     with atomic_dir(report_dir("sample", task.key, report_root)) as tmp:
         for name, model in models.items():
             model.to(device).eval()
             (tmp / name).mkdir()
             t0 = time.perf_counter()
-            summary = task.sample(model, tmp / name, num_samples=settings["num_samples"],
-                                  temperature=settings["temperature"], seed=params["seed"], device=device, name=name)
-            summaries[name] = {**summary, "seconds": round(time.perf_counter() - t0, 2), "device": str(device),
-                               "num_threads": torch.get_num_threads(), "git_commit": git_commit()}
-            print(f"sample {task.key}/{name}: {summary.get('samples', '?')} samples in {summaries[name]['seconds']:.1f} s "
-                  f"-> {report_dir('sample', task.key, report_root) / name}", flush=True)
+            summary = task.sample(
+                model,
+                tmp / name,
+                num_samples=settings["num_samples"],
+                temperature=settings["temperature"],
+                seed=params["seed"],
+                device=device,
+                name=name,
+            )
+            summaries[name] = {
+                **summary,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "device": str(device),
+                "num_threads": torch.get_num_threads(),
+                "git_commit": git_commit(),
+            }
+            print(
+                f"sample {task.key}/{name}: {summary.get('samples', '?')} samples in {summaries[name]['seconds']:.1f} s "
+                f"-> {report_dir('sample', task.key, report_root) / name}",
+                flush=True,
+            )
         atomic_write_text(tmp / "summary.json", json.dumps(summaries, indent=2) + "\n")
     return summaries
 

@@ -3,6 +3,7 @@
 Reads ``data/augmented`` shards (the prepared splits, train augmented), writes ``data/tokenized/{split}-NNN.parquet`` with columns
 ``uid``, ``input_ids`` (list<uint16> of exactly ``seq_len``), ``length`` and ``label``, and ``meta.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -120,9 +121,17 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
     if meta_in is None:
         raise SwarmlabError(f"{in_dir / 'meta.json'} is missing: run the augment stage first (dvc repro augment)")
     t0, total = time.perf_counter(), 0
-    meta = {"seq_len": seq_len, "vocab": str(vocab_path), "vocab_sha256": vocab_sha256(vocab_path),
-            "vocab_size": vocab_size, "pad_id": PAD_ID, "cls_id": tokenizer.token_to_id("[CLS]"),
-            "sep_id": tokenizer.token_to_id("[SEP]"), "augment": meta_in.get("config"), "splits": {}}
+    meta = {
+        "seq_len": seq_len,
+        "vocab": str(vocab_path),
+        "vocab_sha256": vocab_sha256(vocab_path),
+        "vocab_size": vocab_size,
+        "pad_id": PAD_ID,
+        "cls_id": tokenizer.token_to_id("[CLS]"),
+        "sep_id": tokenizer.token_to_id("[SEP]"),
+        "augment": meta_in.get("config"),
+        "splits": {},
+    }
     with atomic_dir(out_dir) as tmp:
         for split, info in meta_in["splits"].items():
             truncated = 0
@@ -131,14 +140,22 @@ def tokenize(params: dict, in_dir: Path = IN_DIR, out_dir: Path = OUT_DIR) -> di
                 texts = table.column("text").to_pylist()
                 ids, lengths = encode_texts(tokenizer, texts, seq_len, desc=f"tokenize {shard}")
                 truncated += int((lengths == seq_len).sum())
-                out = pa.table({"uid": table.column("uid"), "input_ids": ids_column(ids),
-                                "length": pa.array(lengths), "label": table.column("label")})
+                out = pa.table(
+                    {
+                        "uid": table.column("uid"),
+                        "input_ids": ids_column(ids),
+                        "length": pa.array(lengths),
+                        "label": table.column("label"),
+                    }
+                )
                 pq.write_table(out, tmp / shard, compression="zstd")
                 total += len(texts)
             meta["splits"][split] = {"rows": info["rows"], "shards": info["shards"], "at_max_length": truncated}
         elapsed = time.perf_counter() - t0  # printed, not stored: meta.json must not change when nothing else does
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    print(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s) -> {out_dir}")
+    print(
+        f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s) -> {out_dir}"
+    )
     return meta
 
 

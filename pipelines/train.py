@@ -14,6 +14,7 @@ its last checkpoint (pipelines/common/records.py); ``--restart`` trains every ru
     python -m pipelines.train [--task T] [--profile P] [--models a,b] [--resume | --restart] [--parallel N]
                               [--address HOST:PORT] [--no-tracking]
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,20 @@ from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.guard import check_outcome, dry_run, seal_run, start_record
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.records import RUN_FILE, SUMMARY, data_hash, finished_summary, run_fingerprint, same_unfinished
-from pipelines.common.runs import (Run, build_model, default_task, make_task, model_names, model_overrides, report_dir,
-                                   skip_reason, task_runs, train_config, train_dir, write_skipped)
+from pipelines.common.runs import (
+    Run,
+    build_model,
+    default_task,
+    make_task,
+    model_names,
+    model_overrides,
+    report_dir,
+    skip_reason,
+    task_runs,
+    train_config,
+    train_dir,
+    write_skipped,
+)
 from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.seeds import set_seeds
 from pipelines.common.tracking import check_tracking_uri, make_tracker
@@ -47,9 +60,19 @@ def in_progress_dir(final: Path) -> Path:
     return final.parent / f".{final.name}.run"
 
 
-def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT,
-              resume: bool = False, tracking: bool = True, fingerprint: str = "", resources: dict | None = None,
-              baseline: float | None = None) -> dict:
+def train_one(
+    task,
+    run: Run,
+    params: dict,
+    *,
+    out_root: Path = TRAIN_ROOT,
+    report_root: Path = REPORT_ROOT,
+    resume: bool = False,
+    tracking: bool = True,
+    fingerprint: str = "",
+    resources: dict | None = None,
+    baseline: float | None = None,
+) -> dict:
     """Train one model under one seed; its folder is replaced only when the run succeeds.
 
     The run writes into ``.<run>.run/`` beside ``<run>/`` and is renamed into place at the end, so a failed
@@ -67,24 +90,55 @@ def train_one(task, run: Run, params: dict, *, out_root: Path = TRAIN_ROOT, repo
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
     if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
-        raise SwarmlabError(f"train.batch_size={cfg.batch_size} is larger than the training split "
-                            f"({len(train_ds)} {task.item_name}): lower it (train or tasks.{task.key}.train)")
+        raise SwarmlabError(
+            f"train.batch_size={cfg.batch_size} is larger than the training split "
+            f"({len(train_ds)} {task.item_name}): lower it (train or tasks.{task.key}.train)"
+        )
     final = train_dir(task.key, run.name, out_root)
     work = in_progress_dir(final)
     created = not work.exists()  # removed again if this call fails with a user error (a kill -9 keeps it for --resume)
     try:
-        return _train_in(task, run, params, cfg, model, train_ds, val_ds, final, work, report_root=report_root,
-                         resume=resume, tracking=tracking, fingerprint=fingerprint, resources=resources,
-                         baseline=baseline)
+        return _train_in(
+            task,
+            run,
+            params,
+            cfg,
+            model,
+            train_ds,
+            val_ds,
+            final,
+            work,
+            report_root=report_root,
+            resume=resume,
+            tracking=tracking,
+            fingerprint=fingerprint,
+            resources=resources,
+            baseline=baseline,
+        )
     except SwarmlabError:
         if created:
             shutil.rmtree(work, ignore_errors=True)
         raise
 
 
-def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path, work: Path, *, report_root: Path,
-              resume: bool, tracking: bool, fingerprint: str = "", resources: dict | None = None,
-              baseline: float | None = None) -> dict:
+def _train_in(
+    task,
+    run: Run,
+    params,
+    cfg,
+    model,
+    train_ds,
+    val_ds,
+    final: Path,
+    work: Path,
+    *,
+    report_root: Path,
+    resume: bool,
+    tracking: bool,
+    fingerprint: str = "",
+    resources: dict | None = None,
+    baseline: float | None = None,
+) -> dict:
     name = run.model
     if resume and not (work / CHECKPOINT).is_file() and (final / CHECKPOINT).is_file():
         shutil.rmtree(work, ignore_errors=True)
@@ -97,23 +151,63 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
 
     run_file = work / RUN_FILE
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
-    tracker = make_tracker(tracking, task.key, run.name, run_id=previous.get("run_id"),
-                           tags={"profile": params["profile"], "git_commit": git_commit(), "model": name, "stage": "train",
-                                 "task": task.key, "seed": run.seed})
-    atomic_write_text(run_file, json.dumps({"run_id": tracker.run_id, "model": name, "task": task.key,
-                                            "seed": run.seed, "fingerprint": fingerprint, **start_record(task)}) + "\n")
+    tracker = make_tracker(
+        tracking,
+        task.key,
+        run.name,
+        run_id=previous.get("run_id"),
+        tags={
+            "profile": params["profile"],
+            "git_commit": git_commit(),
+            "model": name,
+            "stage": "train",
+            "task": task.key,
+            "seed": run.seed,
+        },
+    )
+    atomic_write_text(
+        run_file,
+        json.dumps(
+            {
+                "run_id": tracker.run_id,
+                "model": name,
+                "task": task.key,
+                "seed": run.seed,
+                "fingerprint": fingerprint,
+                **start_record(task),
+            }
+        )
+        + "\n",
+    )
     data = task.describe_data(train_ds, val_ds)
-    identity = {"model": {"name": name, **asdict(model.cfg)}, "task": {"name": task.name, **asdict(task.options)},
-                "data": data}
+    identity = {
+        "model": {"name": name, **asdict(model.cfg)},
+        "task": {"name": task.name, **asdict(task.options)},
+        "data": data,
+    }
     if not previous:
-        tracker.log_params({**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"],
-                            "seed": run.seed})
+        tracker.log_params(
+            {**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"], "seed": run.seed}
+        )
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
-    print(f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
-          f"profile {params['profile']}", flush=True)
+    print(
+        f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
+        f"profile {params['profile']}",
+        flush=True,
+    )
     try:
-        result = fit(model, task, train_ds, val_ds, cfg, work, resume=resume, tracker=tracker, desc=f"[{run.name}] ",
-                     identity=identity)
+        result = fit(
+            model,
+            task,
+            train_ds,
+            val_ds,
+            cfg,
+            work,
+            resume=resume,
+            tracker=tracker,
+            desc=f"[{run.name}] ",
+            identity=identity,
+        )
         check_outcome(result, task, cfg, run.name, baseline)  # a diverged run never replaces the previous one
     except BaseException:
         tracker.finish("FAILED")
@@ -144,8 +238,9 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
         from swarmlab.plots import training_curve
 
         with tempfile.TemporaryDirectory() as tmp:
-            curve = training_curve(result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run.name}",
-                                   task.monitor)
+            curve = training_curve(
+                result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run.name}", task.monitor
+            )
             shutil.copy(curve, out_dir / "training_curve.png")
             resolved = Path(tmp) / "params_resolved.yaml"
             resolved.write_text(yaml.safe_dump(params, sort_keys=False))
@@ -153,8 +248,13 @@ def _train_in(task, run: Run, params, cfg, model, train_ds, val_ds, final: Path,
             tracker.log_artifact(resolved)
         tracker.log_artifact(out_dir / "best.pt", "checkpoint")
         tracker.log_artifact(out_dir / "history.csv")
-        tracker.log_metrics({"best_step": result.best_step, "backtracks": result.backtracks,
-                             **{f"best_val_{k}": v for k, v in result.best_val.items()}})
+        tracker.log_metrics(
+            {
+                "best_step": result.best_step,
+                "backtracks": result.backtracks,
+                **{f"best_val_{k}": v for k, v in result.best_val.items()},
+            }
+        )
         tracker.set_tags({"stopped": result.stopped})
     atomic_write_text(out_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")  # the record metrics.json is made of
     seal_run(work)  # run.json: best.pt's hash, which evaluate and sample check
@@ -178,9 +278,20 @@ def train_run(task, run: Run, params: dict, *, resume: bool | str = "auto", work
     return train_one(task, run, params, resume=resume, **kwargs)
 
 
-def train(params: dict, task_name: str | None = None, models: list[str] | None = None, *, options: dict | None = None,
-          out_root: Path = TRAIN_ROOT, report_root: Path = REPORT_ROOT, resume: bool = False, restart: bool = False,
-          tracking: bool = True, parallel: int | None = None, address: str | None = None) -> dict:
+def train(
+    params: dict,
+    task_name: str | None = None,
+    models: list[str] | None = None,
+    *,
+    options: dict | None = None,
+    out_root: Path = TRAIN_ROOT,
+    report_root: Path = REPORT_ROOT,
+    resume: bool = False,
+    restart: bool = False,
+    tracking: bool = True,
+    parallel: int | None = None,
+    address: str | None = None,
+) -> dict:
     """Train every requested model of one task under each of its seeds; returns (and writes)
     ``reports/train/<task>/metrics.json``, keyed by run name (``<model>-seed<k>``), assembled from the runs' records.
 
@@ -195,8 +306,13 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     task_name = default_task(params, task_name)
     task = make_task(params, task_name, options=options)
     if skip_reason(params, task_name):
-        return write_skipped("train", task_name, skip_reason(params, task_name), report_root=report_root,
-                             folders=(Path(out_root) / task_name, report_dir("train", task_name, report_root) / "history"))
+        return write_skipped(
+            "train",
+            task_name,
+            skip_reason(params, task_name),
+            report_root=report_root,
+            folders=(Path(out_root) / task_name, report_dir("train", task_name, report_root) / "history"),
+        )
     names = models or model_names(params, task_name)
     cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
     resolve_device(cfg.device)
@@ -217,9 +333,14 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
     metrics_path = reports / "metrics.json"
     data = data_hash(task)
     with scheduler:
-        if not resume and root.is_dir():  # what killed runs left behind (an interrupted run and its log are kept to go on)
-            for stale in [*root.glob(".*.old"), *(root.glob(".*.run") if restart else []),
-                          *(root.glob(".*.log") if restart else [])]:
+        if (
+            not resume and root.is_dir()
+        ):  # what killed runs left behind (an interrupted run and its log are kept to go on)
+            for stale in [
+                *root.glob(".*.old"),
+                *(root.glob(".*.run") if restart else []),
+                *(root.glob(".*.log") if restart else []),
+            ]:
                 shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
         summaries = json.loads(metrics_path.read_text()) if models and metrics_path.is_file() else {}
         jobs = []
@@ -227,25 +348,46 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
             final = train_dir(task_name, run.name, out_root)
             work = in_progress_dir(final)
             record = scheduler.record(run)
-            fingerprint = run_fingerprint(run=run, model_cfg=model_cfgs[run.model], task=task,
-                                          train_cfg=train_config(params, task_name, run.model, seed=run.seed),
-                                          threads=record["threads"], data=data,
-                                          resources={k: v for k, v in record.items() if k != "parallel"})
+            fingerprint = run_fingerprint(
+                run=run,
+                model_cfg=model_cfgs[run.model],
+                task=task,
+                train_cfg=train_config(params, task_name, run.model, seed=run.seed),
+                threads=record["threads"],
+                data=data,
+                resources={k: v for k, v in record.items() if k != "parallel"},
+            )
             kept = None if (resume or restart) else finished_summary(final, fingerprint)
             if kept is not None:
                 summaries[run.name] = kept
                 atomic_write_text(reports / "history" / f"{run.name}.csv", (final / "history.csv").read_text())
-                print(f"[train {task_name}] keep  {run.name}: finished with the same settings, code and data", flush=True)
+                print(
+                    f"[train {task_name}] keep  {run.name}: finished with the same settings, code and data", flush=True
+                )
                 continue
             if not resume and work.is_dir() and not same_unfinished(work, fingerprint, CHECKPOINT):
                 shutil.rmtree(work)  # interrupted under other settings: it cannot be continued
                 (root / f".{run.name}.log").unlink(missing_ok=True)
             rows = len((work / "history.csv").read_text().splitlines()) - 1 if (work / "history.csv").is_file() else 0
-            jobs.append(Job(run, dict(out_root=out_root, report_root=report_root, resume=True if resume else "auto",
-                                      work=work, tracking=tracking, fingerprint=fingerprint, resources=record,
-                                      baseline=baselines.get(run.model)),
-                            log=root / f".{run.name}.log", keep_log=final / "log.txt", history=work / "history.csv",
-                            note=f"continues after evaluation {rows}" if rows > 0 and not restart else ""))
+            jobs.append(
+                Job(
+                    run,
+                    dict(
+                        out_root=out_root,
+                        report_root=report_root,
+                        resume=True if resume else "auto",
+                        work=work,
+                        tracking=tracking,
+                        fingerprint=fingerprint,
+                        resources=record,
+                        baseline=baselines.get(run.model),
+                    ),
+                    log=root / f".{run.name}.log",
+                    keep_log=final / "log.txt",
+                    history=work / "history.csv",
+                    note=f"continues after evaluation {rows}" if rows > 0 and not restart else "",
+                )
+            )
 
         def done(job: Job, summary: dict) -> None:
             summaries[job.run.name] = summary
@@ -263,7 +405,9 @@ def train(params: dict, task_name: str | None = None, models: list[str] | None =
 def write_metrics(path: Path, summaries: dict, runs: list[Run]) -> dict:
     """``metrics.json``: the runs' records in the order of the task's runs (others, of a ``--models`` rerun, after)."""
     order = [r.name for r in runs]
-    ordered = {k: summaries[k] for k in order if k in summaries} | {k: v for k, v in summaries.items() if k not in order}
+    ordered = {k: summaries[k] for k in order if k in summaries} | {
+        k: v for k, v in summaries.items() if k not in order
+    }
     atomic_write_text(path, json.dumps(ordered, indent=2) + "\n")
     return ordered
 
@@ -271,25 +415,54 @@ def write_metrics(path: Path, summaries: dict, runs: list[Run]) -> dict:
 @cli
 def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)")
-    parser.add_argument("--models", default=None, help="comma-separated subset of registered models (default: tasks.<task>.models)")
-    parser.add_argument("--resume", action="store_true", help="continue each model's interrupted run (or its finished run, "
-                                                              "given more epochs or steps); refused when settings differ")
-    parser.add_argument("--restart", action="store_true", help="train every run over, discarding finished and interrupted "
-                                                               "runs (default: keep finished runs whose settings, code and "
-                                                               "data are unchanged, continue interrupted ones)")
-    parser.add_argument("--parallel", type=int, default=None, help="runs at once (default: schedule.parallel); 1 = one after "
-                                                                   "another in this process; 0 = as many as Ray's resources hold")
-    parser.add_argument("--address", default=None, help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
-                                                        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)")
+    parser.add_argument(
+        "--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)"
+    )
+    parser.add_argument(
+        "--models", default=None, help="comma-separated subset of registered models (default: tasks.<task>.models)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue each model's interrupted run (or its finished run, "
+        "given more epochs or steps); refused when settings differ",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="train every run over, discarding finished and interrupted "
+        "runs (default: keep finished runs whose settings, code and "
+        "data are unchanged, continue interrupted ones)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="runs at once (default: schedule.parallel); 1 = one after "
+        "another in this process; 0 = as many as Ray's resources hold",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
+        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)",
+    )
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow (torch + pyarrow only)")
     args = parser.parse_args(argv)
     if args.resume and args.restart:
         raise SwarmlabError("--resume and --restart contradict each other: pick one")
     params = params_from(args)
     models = args.models.split(",") if args.models else None
-    train(params, args.task, models, resume=args.resume, restart=args.restart, tracking=not args.no_tracking,
-          parallel=args.parallel, address=args.address)
+    train(
+        params,
+        args.task,
+        models,
+        resume=args.resume,
+        restart=args.restart,
+        tracking=not args.no_tracking,
+        parallel=args.parallel,
+        address=args.address,
+    )
 
 
 if __name__ == "__main__":

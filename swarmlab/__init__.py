@@ -2,6 +2,7 @@
 
 ``models/``, ``tasks/`` and ``pipelines/`` may all import from here; this package imports none of them.
 """
+
 from swarmlab.errors import SwarmlabError, cli
 
 __all__ = ["SwarmlabError", "cli"]

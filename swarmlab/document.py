@@ -5,6 +5,7 @@ both renderers understand. The HTML page needs nothing from the network: its sty
 are ``data:`` URIs, and it has no scripts; the only URLs in it are links a reader clicks.
 Rendering is deterministic: the same blocks give the same bytes.
 """
+
 from __future__ import annotations
 
 import base64
@@ -152,8 +153,10 @@ def to_html(doc: Document) -> str:
         elif isinstance(b, Table):
             align = b.align or "l" + "r" * (len(b.header) - 1)
             head = "".join(f'<th class="{a}">{inline_html(h)}</th>' for a, h in zip(align, b.header))
-            rows = "".join("<tr>" + "".join(f'<td class="{a}">{inline_html(c)}</td>' for a, c in zip(align, row)) + "</tr>"
-                           for row in b.rows)
+            rows = "".join(
+                "<tr>" + "".join(f'<td class="{a}">{inline_html(c)}</td>' for a, c in zip(align, row)) + "</tr>"
+                for row in b.rows
+            )
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif isinstance(b, Image):
             uri = "data:image/png;base64," + base64.b64encode(b.data).decode("ascii")
@@ -162,6 +165,8 @@ def to_html(doc: Document) -> str:
         elif isinstance(b, Code):
             body.append(f"<pre><code>{html.escape(b.text.rstrip(chr(10)))}</code></pre>")
     nav = f'<nav class="toc"><strong>Contents</strong><ul>{"".join(toc)}</ul></nav>' if toc else ""
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(doc.title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n<main>\n"
-            f"<h1>{inline_html(doc.title)}</h1>\n{nav}\n" + "\n".join(body) + "\n</main>\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(doc.title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n<main>\n"
+        f"<h1>{inline_html(doc.title)}</h1>\n{nav}\n" + "\n".join(body) + "\n</main>\n</body>\n</html>\n"
+    )

@@ -1,4 +1,5 @@
 """User-facing errors: one line naming the culprit and what to do, exit status 2, no traceback."""
+
 from __future__ import annotations
 
 import errno
@@ -37,8 +38,11 @@ def cli(main):
         except OSError as exc:  # a folder that cannot be written, a full disk: the user's to fix
             if exc.errno not in USER_OS_ERRORS:
                 raise
-            hint = ("check its folder's permissions, or set SWARMLAB_WORKDIR to a writable folder"
-                    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "free some space")
+            hint = (
+                "check its folder's permissions, or set SWARMLAB_WORKDIR to a writable folder"
+                if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+                else "free some space"
+            )
             fail(f"cannot write {exc.filename or 'an output'}: {os.strerror(exc.errno).lower()}: {hint}")
 
     return wrapper

@@ -1,4 +1,5 @@
 """A progress line every few seconds for long loops whose output goes to a log (DVC, CI), where a tqdm bar is off."""
+
 from __future__ import annotations
 
 import time
@@ -17,5 +18,8 @@ class Heartbeat:
         if now - self.last < self.every_s:
             return
         self.last = now
-        print(f"{self.label}: {done:,} of {self.total:,}{' ' + self.unit if self.unit else ''}"
-              f"{f' ({extra})' if extra else ''}, {now - self.start:.0f} s", flush=True)
+        print(
+            f"{self.label}: {done:,} of {self.total:,}{' ' + self.unit if self.unit else ''}"
+            f"{f' ({extra})' if extra else ''}, {now - self.start:.0f} s",
+            flush=True,
+        )

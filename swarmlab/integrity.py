@@ -13,6 +13,7 @@ the task's own facts, the options the data depends on and, per split, each file'
 Every refusal is one line naming the file and saying how to rebuild. The hash costs one sequential read of the
 split (SHA-256 runs at about 1-2 GB/s here; docs/reliability.md has the measured cost per training start).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,13 @@ def file_sha256(path: Path) -> str:
 def record_files(folder: Path, splits: dict[str, list[str]]) -> dict:
     """``{split: {name: {"bytes", "sha256"}}}`` of the named files of ``folder`` (for meta.json)."""
     folder = Path(folder)
-    return {split: {name: {"bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)}
-                    for name in sorted(names)} for split, names in splits.items()}
+    return {
+        split: {
+            name: {"bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)}
+            for name in sorted(names)
+        }
+        for split, names in splits.items()
+    }
 
 
 def read_meta(path: Path, hint: str) -> dict:
@@ -47,12 +53,16 @@ def read_meta(path: Path, hint: str) -> dict:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" ({exc.msg} at line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise SwarmlabError(f"{path} is not valid JSON{where}: the data folder is damaged; rebuild it: {hint}") from None
+        raise SwarmlabError(
+            f"{path} is not valid JSON{where}: the data folder is damaged; rebuild it: {hint}"
+        ) from None
     except OSError as exc:
         raise SwarmlabError(f"cannot read {path}: {exc.strerror}; rebuild the data: {hint}") from None
     if not isinstance(meta, dict):
-        raise SwarmlabError(f"{path} holds a JSON {type(meta).__name__}, not the data stage's record (an object): "
-                            f"rebuild the data: {hint}")
+        raise SwarmlabError(
+            f"{path} holds a JSON {type(meta).__name__}, not the data stage's record (an object): "
+            f"rebuild the data: {hint}"
+        )
     return meta
 
 
@@ -63,8 +73,9 @@ def check_options(meta: dict, meta_path: Path, current: dict, where: str, hint: 
         raise SwarmlabError(f"{meta_path} records no options (built by an older version): rebuild the data: {hint}")
     differ = [f"{k} {built.get(k, '(unset)')!r} -> {v!r}" for k, v in current.items() if built.get(k, "(unset)") != v]
     if differ:
-        raise SwarmlabError(f"{meta_path.parent} was built with other options than {where} ({', '.join(differ)}): "
-                            f"rebuild it: {hint}")
+        raise SwarmlabError(
+            f"{meta_path.parent} was built with other options than {where} ({', '.join(differ)}): rebuild it: {hint}"
+        )
 
 
 def verify_files(folder: Path, meta: dict, split: str, pattern: str, hint: str) -> None:
@@ -73,26 +84,36 @@ def verify_files(folder: Path, meta: dict, split: str, pattern: str, hint: str) 
     folder = Path(folder)
     record = (meta.get(FILES_KEY) or {}).get(split) if isinstance(meta.get(FILES_KEY), dict) else None
     if not isinstance(record, dict) or not record:
-        raise SwarmlabError(f"{folder / META} records no content hash of the {split} split (built by an older "
-                            f"version): rebuild the data: {hint}")
+        raise SwarmlabError(
+            f"{folder / META} records no content hash of the {split} split (built by an older "
+            f"version): rebuild the data: {hint}"
+        )
     on_disk = sorted(p.name for p in folder.glob(pattern) if p.is_file())
     missing = [name for name in record if name not in on_disk]
     if missing:
-        raise SwarmlabError(f"{folder / missing[0]} is missing ({META} records {len(record)} file(s) of the {split} "
-                            f"split): restore it (dvc checkout) or rebuild the data: {hint}")
+        raise SwarmlabError(
+            f"{folder / missing[0]} is missing ({META} records {len(record)} file(s) of the {split} "
+            f"split): restore it (dvc checkout) or rebuild the data: {hint}"
+        )
     extra = [name for name in on_disk if name not in record]
     if extra:
-        raise SwarmlabError(f"{folder / extra[0]} is not one of the {split} files {META} records (left from another "
-                            f"build?): delete it, or rebuild the data: {hint}")
+        raise SwarmlabError(
+            f"{folder / extra[0]} is not one of the {split} files {META} records (left from another "
+            f"build?): delete it, or rebuild the data: {hint}"
+        )
     for name, info in record.items():
         path = folder / name
         size = path.stat().st_size
         if size != info.get("bytes"):
-            raise SwarmlabError(f"{path} has {size} bytes but {META} recorded {info.get('bytes')}: the file was changed "
-                                f"or damaged; restore it (dvc checkout) or rebuild the data: {hint}")
+            raise SwarmlabError(
+                f"{path} has {size} bytes but {META} recorded {info.get('bytes')}: the file was changed "
+                f"or damaged; restore it (dvc checkout) or rebuild the data: {hint}"
+            )
         if file_sha256(path) != info.get("sha256"):
-            raise SwarmlabError(f"{path} does not match the content hash {META} recorded: the file was changed or "
-                                f"replaced; restore it (dvc checkout) or rebuild the data: {hint}")
+            raise SwarmlabError(
+                f"{path} does not match the content hash {META} recorded: the file was changed or "
+                f"replaced; restore it (dvc checkout) or rebuild the data: {hint}"
+            )
 
 
 def fingerprint(meta: dict) -> str | None:

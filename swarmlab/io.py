@@ -3,6 +3,7 @@
 DVC caches whatever a stage leaves behind, so a failed or killed stage must leave nothing half-written:
 every output goes to a temporary sibling first and is renamed into place on success.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -76,8 +77,10 @@ def read_parquet_checked(path: Path, columns: list[str] | None = None):
     try:
         return pq.read_table(path, columns=columns)
     except Exception as exc:  # ArrowInvalid, OSError, ... for damaged files
-        raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: "
-                            f"delete it and rerun its stage (dvc repro --force <stage>)") from None
+        raise SwarmlabError(
+            f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: "
+            f"delete it and rerun its stage (dvc repro --force <stage>)"
+        ) from None
 
 
 def write_shards(table, folder: Path, split: str, shards: int) -> list[str]:

@@ -1,4 +1,5 @@
 """Static plots (matplotlib, Agg): DVC's HTML plots load vega from a CDN and are blank offline."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +23,9 @@ def training_curve(history: list[dict], path: Path, title: str, monitor: str = "
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
     for ax, (key, label) in zip(axes[0], panels):
         for split, name in (("train", "train"), ("val", "validation")):
-            points = [(s, r[f"{split}_{key}"]) for s, r in zip(steps, history) if r.get(f"{split}_{key}") not in (None, "")]
+            points = [
+                (s, r[f"{split}_{key}"]) for s, r in zip(steps, history) if r.get(f"{split}_{key}") not in (None, "")
+            ]
             if points:
                 ax.plot(*zip(*points), "o-", ms=3, label=name)
         for s, r in zip(steps, history):
@@ -47,8 +50,14 @@ def confusion_matrix(matrix, class_names, path: Path, title: str) -> Path:
     ax.imshow(m, cmap="Blues")
     for i in range(k):
         for j in range(k):
-            ax.text(j, i, f"{m[i][j]}", ha="center", va="center",
-                    color="white" if m[i][j] > max(map(max, m)) / 2 else "black")
+            ax.text(
+                j,
+                i,
+                f"{m[i][j]}",
+                ha="center",
+                va="center",
+                color="white" if m[i][j] > max(map(max, m)) / 2 else "black",
+            )
     slanted = k > 2 and max(len(str(c)) for c in class_names) > 3  # e.g. arXiv-11's "math.ST"
     ax.set_xticks(range(k), class_names, rotation=45 if slanted else 0, ha="right" if slanted else "center")
     ax.set_yticks(range(k), class_names)
@@ -72,7 +81,7 @@ def tile(images, pad: int = 2, fill: int = 128):
     for r in range(R):
         for k in range(K):
             top, left = r * (H + pad), k * (W + pad)
-            out[top: top + H, left: left + W] = images[r, k].transpose(1, 2, 0)  # (H, W, C)
+            out[top : top + H, left : left + W] = images[r, k].transpose(1, 2, 0)  # (H, W, C)
     return out[..., 0] if C == 1 else out
 
 
@@ -101,8 +110,13 @@ def class_scores(values, names, path: Path, title: str, ylabel: str) -> Path:
     fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(names) + 1.5), 3.6))
     bars = ax.bar(range(len(names)), values, color="tab:blue")
     ax.bar_label(bars, fmt="%.3f", fontsize=7)
-    ax.set_xticks(range(len(names)), names, rotation=30 if max(map(len, names)) > 3 else 0, ha="right"
-                  if max(map(len, names)) > 3 else "center", fontsize=8)
+    ax.set_xticks(
+        range(len(names)),
+        names,
+        rotation=30 if max(map(len, names)) > 3 else 0,
+        ha="right" if max(map(len, names)) > 3 else "center",
+        fontsize=8,
+    )
     ax.set(ylabel=ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(axis="y", alpha=0.3)

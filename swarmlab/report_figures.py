@@ -1,5 +1,6 @@
 """The report's figures (matplotlib, Agg), byte-for-byte reproducible: PNGs carry no Software/date metadata,
 inputs are drawn in a fixed order, and no figure depends on anything but its arguments."""
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,11 @@ def training_curves(histories: dict[str, list[dict]], monitor: str, title: str, 
                 pts = [(x, y) for x, y in pts if x is not None and y is not None]
                 if pts and not (split == "train" and metric != "loss"):
                     ax.plot(*zip(*pts), style, marker="o", ms=3, color=color, label=f"{model} ({split})")
-        ax.set(xlabel=xlabel, ylabel=metric, title=f"{metric} (train dashed, validation solid)" if metric == "loss"
-               else f"validation {metric}")
+        ax.set(
+            xlabel=xlabel,
+            ylabel=metric,
+            title=f"{metric} (train dashed, validation solid)" if metric == "loss" else f"validation {metric}",
+        )
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)
@@ -56,8 +60,14 @@ def training_curves(histories: dict[str, list[dict]], monitor: str, title: str, 
     return save(fig, path)
 
 
-def metric_vs_params(ours: list[tuple[str, float, float]], papers: list[tuple[str, float, float]], metric: str,
-                     lower_is_better: bool, title: str, path: Path) -> Path:
+def metric_vs_params(
+    ours: list[tuple[str, float, float]],
+    papers: list[tuple[str, float, float]],
+    metric: str,
+    lower_is_better: bool,
+    title: str,
+    path: Path,
+) -> Path:
     """Our models (dots, frontier dashed) and the papers' (crosses) as ``metric`` against parameter count."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -65,7 +75,7 @@ def metric_vs_params(ours: list[tuple[str, float, float]], papers: list[tuple[st
         ax.scatter([n], [v], color=COLORS[0], zorder=3)
         ax.annotate(label, (n, v), fontsize=7, xytext=(4, 3), textcoords="offset points")
     frontier, best = [], None
-    for label, n, v in sorted(ours, key=lambda t: (t[1], t[2])):
+    for _label, n, v in sorted(ours, key=lambda t: (t[1], t[2])):
         if best is None or (v < best if lower_is_better else v > best):
             frontier.append((n, v))
             best = v
@@ -86,7 +96,9 @@ def metric_vs_params(ours: list[tuple[str, float, float]], papers: list[tuple[st
     return save(fig, path)
 
 
-def ablation_plot(labels: list[str], series: dict[str, list[float | None]], title: str, ylabel: str, path: Path) -> Path:
+def ablation_plot(
+    labels: list[str], series: dict[str, list[float | None]], title: str, ylabel: str, path: Path
+) -> Path:
     """One line per series (e.g. validation and test score) over the grid's points, in the grid's order."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2), 3.8))
@@ -95,8 +107,13 @@ def ablation_plot(labels: list[str], series: dict[str, list[float | None]], titl
         pts = [(x, v) for x, v in zip(xs, values) if v is not None]
         if pts:
             ax.plot(*zip(*pts), "o-", color=COLORS[i % len(COLORS)], label=name)
-    ax.set_xticks(xs, labels, rotation=30 if max(map(len, labels), default=0) > 8 else 0, ha="right"
-                  if max(map(len, labels), default=0) > 8 else "center", fontsize=8)
+    ax.set_xticks(
+        xs,
+        labels,
+        rotation=30 if max(map(len, labels), default=0) > 8 else 0,
+        ha="right" if max(map(len, labels), default=0) > 8 else "center",
+        fontsize=8,
+    )
     ax.set(ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     if ax.lines:

@@ -13,6 +13,7 @@ value and what is allowed. Every section of params.yaml, every task's options, t
 the sweep's go through here, so a new track adds its settings to a dataclass and gets the same checks.
 ``check(obj, where)`` runs the same checks on an instance (for dataclasses built in code).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,11 @@ class SettingsError(SwarmlabError):
 
 def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None):
     """A dataclass field with its allowed values. Lists and dicts are copied per instance."""
-    rules = {k: v for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=tuple(choices) if choices else None).items()
-             if v is not None}
+    rules = {
+        k: v
+        for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=tuple(choices) if choices else None).items()
+        if v is not None
+    }
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"rules": rules})
     return dataclasses.field(default=default, metadata={"rules": rules})
@@ -40,8 +44,15 @@ def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None):
 def _type_name(hint) -> str:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_type_name(h) for h in typing.get_args(hint))
-    names = {int: "an int", float: "a number", str: "a string", bool: "true or false", list: "a list", dict: "a mapping",
-             type(None): "null"}
+    names = {
+        int: "an int",
+        float: "a number",
+        str: "a string",
+        bool: "true or false",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }
     origin = typing.get_origin(hint) or hint
     return names.get(origin, getattr(origin, "__name__", str(hint)))
 
@@ -84,8 +95,12 @@ def _breaks(value, rules: dict) -> bool:
         return value not in rules["choices"]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return (("ge" in rules and value < rules["ge"]) or ("gt" in rules and value <= rules["gt"])
-            or ("le" in rules and value > rules["le"]) or ("lt" in rules and value >= rules["lt"]))
+    return (
+        ("ge" in rules and value < rules["ge"])
+        or ("gt" in rules and value <= rules["gt"])
+        or ("le" in rules and value > rules["le"])
+        or ("lt" in rules and value >= rules["lt"])
+    )
 
 
 def check_value(key: str, value, hint, rules: dict | None = None) -> None:
@@ -93,8 +108,9 @@ def check_value(key: str, value, hint, rules: dict | None = None) -> None:
     rules = rules or {}
     if not type_ok(value, hint):
         allowed = _rule_text(rules)
-        raise SettingsError(f"{key} must be {_type_name(hint)}{' ' + allowed if allowed else ''}, "
-                            f"got {type(value).__name__} {value!r}")
+        raise SettingsError(
+            f"{key} must be {_type_name(hint)}{' ' + allowed if allowed else ''}, got {type(value).__name__} {value!r}"
+        )
     if isinstance(value, float) and not math.isfinite(value):
         raise SettingsError(f"{key} must be a finite number{' ' + _rule_text(rules) if rules else ''}, got {value!r}")
     if _breaks(value, rules):
@@ -105,8 +121,12 @@ def check(obj, where: str) -> None:
     """Every field of the dataclass instance ``obj`` against its annotation and rules."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        check_value(f"{where}.{f.name}" if where else f.name, getattr(obj, f.name), hints.get(f.name, Any),
-                    f.metadata.get("rules"))
+        check_value(
+            f"{where}.{f.name}" if where else f.name,
+            getattr(obj, f.name),
+            hints.get(f.name, Any),
+            f.metadata.get("rules"),
+        )
 
 
 def parse(cls: type, values: dict | None, where: str, *, partial: bool = False):
@@ -122,7 +142,9 @@ def parse(cls: type, values: dict | None, where: str, *, partial: bool = False):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise SettingsError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(fields) or 'none'}")
+        raise SettingsError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(fields) or 'none'}"
+        )
     hints = typing.get_type_hints(cls)
     for key, value in values.items():
         check_value(f"{where}.{key}" if where else key, value, hints.get(key, Any), fields[key].metadata.get("rules"))

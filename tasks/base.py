@@ -23,6 +23,7 @@ it may add ``batch_plan(batch_size, generator)`` (its own grouping, e.g. sets of
 ``to(device)`` (a copy living on the device). The engine does the shuffling, batching, devices and
 precision, so a task never loops.
 """
+
 from __future__ import annotations
 
 import abc
@@ -244,8 +245,9 @@ class Task(abc.ABC):
         hands over an empty temporary folder and swaps it in on success); returns a summary for the stage's
         metrics. ``datasets`` is the shared datasets folder, ``seed`` the run's seed. Tasks whose data comes
         from stages of their own (IMDB: prepare, augment, tokenize) do not implement it."""
-        raise NotImplementedError(f"task {self.name!r} has no data stage of the generic kind: its data comes from "
-                                  f"stages of its own")
+        raise NotImplementedError(
+            f"task {self.name!r} has no data stage of the generic kind: its data comes from stages of its own"
+        )
 
     def describe_data(self, train, val) -> dict:
         """Facts about the data worth logging with a run (sizes, lengths)."""
@@ -276,8 +278,17 @@ class Task(abc.ABC):
         return []
 
     # samples ---------------------------------------------------------------------------------------
-    def sample(self, model: nn.Module, out_dir: Path, *, num_samples: int, temperature: float, seed: int,
-               device: torch.device, name: str = "") -> dict:
+    def sample(
+        self,
+        model: nn.Module,
+        out_dir: Path,
+        *,
+        num_samples: int,
+        temperature: float,
+        seed: int,
+        device: torch.device,
+        name: str = "",
+    ) -> dict:
         """Draw about ``num_samples`` samples from a trained ``model`` (already on ``device``, in eval mode) and
         write them into ``out_dir`` (figures, arrays); returns a JSON-able summary.
 

@@ -19,6 +19,7 @@
 Evaluation splits are ordered by set size, starting from the median size: the engine cuts them into consecutive
 batches, which then need little padding, and the first task (the one ``report`` draws) is a typical one.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,8 +38,19 @@ from swarmlab.integrity import FILES_KEY, META, check_options, read_meta, record
 from swarmlab.settings import setting
 from tasks.base import EndlessData, LossMeter, Task
 from tasks.registry import register_task
-from tasks.set_data import (DIM, MOG_K, ClusteringTask, MogTask, balanced_batches, collate, make_direct_clustering_tasks,
-                            make_mog_task, make_mog_tasks, read_set_tasks, write_set_tasks)
+from tasks.set_data import (
+    DIM,
+    MOG_K,
+    ClusteringTask,
+    MogTask,
+    balanced_batches,
+    collate,
+    make_direct_clustering_tasks,
+    make_mog_task,
+    make_mog_tasks,
+    read_set_tasks,
+    write_set_tasks,
+)
 from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
 
 
@@ -47,7 +59,9 @@ from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_para
 
 def _check_range(name: str, low: int, high: int, floor: int) -> None:
     if not floor <= low <= high:
-        raise ValueError(f"{name}_min and {name}_max must satisfy {floor} <= {name}_min <= {name}_max, got {low} and {high}")
+        raise ValueError(
+            f"{name}_min and {name}_max must satisfy {floor} <= {name}_min <= {name}_max, got {low} and {high}"
+        )
 
 
 # Generator bounds: every option has a range, and a build whose sets would not fit in memory is refused up front
@@ -61,9 +75,11 @@ MAX_POINTS = 100_000_000  # expected points of one build: ~1.6 GB in memory (flo
 def _check_budget(where_tasks: str, tasks: int, n_min: int, n_max: int) -> None:
     expected = tasks * (n_min + n_max) / 2
     if expected > MAX_POINTS:
-        raise ValueError(f"{where_tasks} = {tasks:,} tasks of {n_min}..{n_max} points would be ~{expected:,.0f} points "
-                         f"(~{expected * 16 / 2**30:.1f} GB while built), above the {MAX_POINTS:,} this build allows: "
-                         f"lower the task counts or n_max")
+        raise ValueError(
+            f"{where_tasks} = {tasks:,} tasks of {n_min}..{n_max} points would be ~{expected:,.0f} points "
+            f"(~{expected * 16 / 2**30:.1f} GB while built), above the {MAX_POINTS:,} this build allows: "
+            f"lower the task counts or n_max"
+        )
 
 
 @dataclass
@@ -72,12 +88,18 @@ class DirectOptions:
     train_tasks: int = setting(9000, ge=1, le=MAX_TASKS)  # §4.1.1: 10,000 tasks, 9,000 for training ...
     val_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # ... and 1,000 for validation
     test_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # not in the paper (it reports validation): a fixed test split
-    n_min: int = setting(100, ge=1, le=MAX_POINTS_PER_SET)  # points per task ~ U{n_min..n_max}: §4.1.1 "between 100 and 1.000"
+    n_min: int = setting(
+        100, ge=1, le=MAX_POINTS_PER_SET
+    )  # points per task ~ U{n_min..n_max}: §4.1.1 "between 100 and 1.000"
     n_max: int = setting(1000, ge=1, le=MAX_POINTS_PER_SET)
     k_min: int = setting(3, ge=1, le=MAX_CLUSTERS)  # clusters per task ~ U{k_min..k_max}: §4.1.1 "between 3 and 10"
     k_max: int = setting(10, ge=1, le=MAX_CLUSTERS)
-    slots: int = setting(10, ge=1, le=MAX_CLUSTERS)  # cluster slots the model scores per point (the authors' n_out = 10); >= k_max
-    data_seed: int = setting(0, ge=0)  # train + val: "sampled once with a fixed random seed" (the authors' create_data_loders(seed=0))
+    slots: int = setting(
+        10, ge=1, le=MAX_CLUSTERS
+    )  # cluster slots the model scores per point (the authors' n_out = 10); >= k_max
+    data_seed: int = setting(
+        0, ge=0
+    )  # train + val: "sampled once with a fixed random seed" (the authors' create_data_loders(seed=0))
     test_seed: int = setting(1, ge=0)  # the test split's own seed
 
     def __post_init__(self):
@@ -87,13 +109,21 @@ class DirectOptions:
         _check_range("n", self.n_min, self.n_max, 1)
         _check_range("k", self.k_min, self.k_max, 1)
         if self.slots < self.k_max:
-            raise ValueError(f"slots={self.slots} is below k_max={self.k_max}: the model needs a slot per cluster; "
-                             f"raise slots or lower k_max")
+            raise ValueError(
+                f"slots={self.slots} is below k_max={self.k_max}: the model needs a slot per cluster; "
+                f"raise slots or lower k_max"
+            )
         if self.data_seed == self.test_seed:
-            raise ValueError(f"data_seed and test_seed are both {self.data_seed}: the test split would repeat the "
-                             f"training tasks; give the test split a seed of its own")
-        _check_budget("train_tasks + val_tasks + test_tasks", self.train_tasks + self.val_tasks + self.test_tasks,
-                      self.n_min, self.n_max)
+            raise ValueError(
+                f"data_seed and test_seed are both {self.data_seed}: the test split would repeat the "
+                f"training tasks; give the test split a seed of its own"
+            )
+        _check_budget(
+            "train_tasks + val_tasks + test_tasks",
+            self.train_tasks + self.val_tasks + self.test_tasks,
+            self.n_min,
+            self.n_max,
+        )
 
 
 @dataclass
@@ -101,7 +131,9 @@ class MogOptions:
     data_dir: str = "data/clustering_mog"  # build_data's output: the fixed validation and test sets
     n_min: int = setting(100, ge=1, le=MAX_POINTS_PER_SET)  # points per task ~ U{n_min..n_max}: §4.2 "[100, 500]"
     n_max: int = setting(500, ge=1, le=MAX_POINTS_PER_SET)
-    val_tasks: int = setting(1000, ge=1, le=MAX_TASKS)  # fixed validation set (the authors draw 100 fresh batches of 10)
+    val_tasks: int = setting(
+        1000, ge=1, le=MAX_TASKS
+    )  # fixed validation set (the authors draw 100 fresh batches of 10)
     test_tasks: int = setting(10000, ge=1, le=MAX_TASKS)  # §4.2 "a test log-likelihood of another 10.000 tasks"
     val_seed: int = setting(0, ge=0)  # the training stream is seeded by (the run's seed, step): a different stream
     test_seed: int = setting(1, ge=0)
@@ -150,9 +182,15 @@ class DirectSplit:
         B, S = len(tasks), self.slots
         means, covs = np.zeros((B, S, DIM), np.float32), np.zeros((B, S, DIM, DIM), np.float32)
         for b, t in enumerate(tasks):
-            means[b, :len(t.means)], covs[b, :len(t.covs)] = t.means, t.covs
-        return {"x": x, "labels": labels, "mask": mask, "k": torch.tensor([len(t.means) for t in tasks]),
-                "means": torch.from_numpy(means), "covs": torch.from_numpy(covs)}
+            means[b, : len(t.means)], covs[b, : len(t.covs)] = t.means, t.covs
+        return {
+            "x": x,
+            "labels": labels,
+            "mask": mask,
+            "k": torch.tensor([len(t.means) for t in tasks]),
+            "means": torch.from_numpy(means),
+            "covs": torch.from_numpy(covs),
+        }
 
     def batch_plan(self, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
         """The authors' balanced sampler: sort by size, cut into batches, shuffle the batches' order."""
@@ -162,10 +200,13 @@ class DirectSplit:
 def mog_batch(tasks: list[MogTask]) -> dict[str, torch.Tensor]:
     """``x`` (B, N, 2), ``mask`` (B, N) and the true ``pi`` (B, K), ``mu`` (B, K, 2), ``sigma`` (B, K, 2)."""
     x, _, mask = collate([t.points for t in tasks], [np.zeros(len(t.points), np.int64) for t in tasks])
-    return {"x": x, "mask": mask,
-            "pi": torch.as_tensor(np.stack([t.pi for t in tasks]), dtype=torch.float32),
-            "mu": torch.as_tensor(np.stack([t.mu for t in tasks]), dtype=torch.float32),
-            "sigma": torch.as_tensor(np.stack([t.sigma for t in tasks]), dtype=torch.float32)}
+    return {
+        "x": x,
+        "mask": mask,
+        "pi": torch.as_tensor(np.stack([t.pi for t in tasks]), dtype=torch.float32),
+        "mu": torch.as_tensor(np.stack([t.mu for t in tasks]), dtype=torch.float32),
+        "sigma": torch.as_tensor(np.stack([t.sigma for t in tasks]), dtype=torch.float32),
+    }
 
 
 class MogSplit:
@@ -200,10 +241,13 @@ class MogStream(EndlessData):
 
 
 def _write_meta(out_dir: Path, kind: str, options: dict, splits: dict) -> None:
-    files = record_files(out_dir, {split: [f"{split}.parquet"] for split in ("train", "val", "test")
-                                   if (out_dir / f"{split}.parquet").is_file()})
-    (out_dir / META).write_text(json.dumps({"kind": kind, "options": options, "splits": splits, FILES_KEY: files},
-                                           indent=2) + "\n")
+    files = record_files(
+        out_dir,
+        {split: [f"{split}.parquet"] for split in ("train", "val", "test") if (out_dir / f"{split}.parquet").is_file()},
+    )
+    (out_dir / META).write_text(
+        json.dumps({"kind": kind, "options": options, "splits": splits, FILES_KEY: files}, indent=2) + "\n"
+    )
 
 
 def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None, hint: str) -> None:
@@ -212,17 +256,25 @@ def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None,
     want = ClusteringTask if kind == "clustering" else MogTask
     if tasks and type(tasks[0]) is not want:
         got = "clustering" if type(tasks[0]) is ClusteringTask else "mog"
-        raise SwarmlabError(f"{path} holds {got} tasks, not the {kind} tasks of this data folder: it belongs to another "
-                            f"task's data; rebuild the folder: {hint}")
+        raise SwarmlabError(
+            f"{path} holds {got} tasks, not the {kind} tasks of this data folder: it belongs to another "
+            f"task's data; rebuild the folder: {hint}"
+        )
     for row, t in enumerate(tasks):
         if not np.isfinite(t.points).all():
-            raise SwarmlabError(f"{path} row {row}: a point has a NaN or inf coordinate: the file is damaged; rebuild the "
-                                f"data: {hint}")
+            raise SwarmlabError(
+                f"{path} row {row}: a point has a NaN or inf coordinate: the file is damaged; rebuild the data: {hint}"
+            )
         k = len(t.means) if kind == "clustering" else len(t.pi)
-        if len(t.labels) and (int(t.labels.min()) < 0 or int(t.labels.max()) >= k or (slots and int(t.labels.max()) >= slots)):
+        if len(t.labels) and (
+            int(t.labels.min()) < 0 or int(t.labels.max()) >= k or (slots and int(t.labels.max()) >= slots)
+        ):
             bad = int(t.labels.min()) if int(t.labels.min()) < 0 else int(t.labels.max())
-            raise SwarmlabError(f"{path} row {row}: label {bad} outside the task's {k} clusters"
-                                + (f" (the model scores {slots} slots)" if slots else "") + f": rebuild the data: {hint}")
+            raise SwarmlabError(
+                f"{path} row {row}: label {bad} outside the task's {k} clusters"
+                + (f" (the model scores {slots} slots)" if slots else "")
+                + f": rebuild the data: {hint}"
+            )
 
 
 # ------------------------------------------------------------------------------------------------- metrics
@@ -231,7 +283,9 @@ def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None,
 def contingency(labels: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, slots: int) -> torch.Tensor:
     """(B, S, S) long counts of the real points by (true cluster, predicted slot), one ``index_add_``, no host sync."""
     B, N = labels.shape
-    flat = (torch.arange(B, device=labels.device)[:, None] * slots + labels.clamp(0, slots - 1)) * slots + pred  # (B, N)
+    flat = (
+        torch.arange(B, device=labels.device)[:, None] * slots + labels.clamp(0, slots - 1)
+    ) * slots + pred  # (B, N)
     flat = torch.where(mask, flat, torch.full_like(flat, B * slots * slots))  # padding -> one extra bin
     counts = torch.zeros(B * slots * slots + 1, dtype=torch.long, device=labels.device)
     counts.index_add_(0, flat.reshape(-1), torch.ones_like(flat.reshape(-1)))
@@ -293,8 +347,9 @@ class DirectClusteringMeter(LossMeter):
         self.tables.append(contingency(batch["labels"], batch["mask"], pred, slots))
         if self.keep_items:  # per task: its Hungarian-matched NLL (the loss); accuracy and ARI come from the tables
             with _fp32(logits):
-                self._keep("loss", hungarian_matched_nll(F.log_softmax(logits.float(), dim=-1), batch["labels"],
-                                                         batch["mask"]))
+                self._keep(
+                    "loss", hungarian_matched_nll(F.log_softmax(logits.float(), dim=-1), batch["labels"], batch["mask"])
+                )
         if self.example is None:
             self.example = {k: batch[k][0].detach().clone() for k in ("x", "labels", "mask", "k", "means", "covs")}
             self.example["probs"] = torch.softmax(logits[0].float(), dim=-1)  # (N, S)
@@ -327,7 +382,9 @@ class MogMeter(LossMeter):
     def update(self, outputs: torch.Tensor, batch: dict, loss: torch.Tensor | None = None) -> None:
         super().update(outputs, batch, loss)
         with torch.no_grad():
-            oracle = mog_log_likelihood(batch["x"], batch["mask"], batch["pi"], batch["mu"], batch["sigma"]).double().sum()
+            oracle = (
+                mog_log_likelihood(batch["x"], batch["mask"], batch["pi"], batch["mu"], batch["sigma"]).double().sum()
+            )
         self.oracle_sum = oracle if self.oracle_sum is None else self.oracle_sum + oracle
         if self.keep_items:  # per task: minus its mean per-point log-likelihood (the loss), and the log-likelihood
             with torch.no_grad(), _fp32(outputs):
@@ -392,8 +449,13 @@ class _SetTask(Task):
             self.check_data((split,))
             path = self.data_dir / f"{split}.parquet"
             tasks = read_set_tasks(path)
-            check_split_values(path, tasks, kind=self.meta.get("kind", ""), slots=getattr(self.options, "slots", None),
-                               hint=self.rebuild_hint)
+            check_split_values(
+                path,
+                tasks,
+                kind=self.meta.get("kind", ""),
+                slots=getattr(self.options, "slots", None),
+                hint=self.rebuild_hint,
+            )
             self._splits[split] = make(tasks)
         return self._splits[split]
 
@@ -416,9 +478,13 @@ class ClusteringDirectTask(_SetTask):
         n_range, k_range = (o.n_min, o.n_max), (o.k_min, o.k_max)
         beat = Heartbeat(f"data {self.key}", o.train_tasks + o.val_tasks + o.test_tasks, "tasks").beat
         tasks = make_direct_clustering_tasks(o.train_tasks + o.val_tasks, o.data_seed, n_range, k_range, progress=beat)
-        splits = {"train": tasks[:o.train_tasks], "val": tasks[o.train_tasks:],
-                  "test": make_direct_clustering_tasks(o.test_tasks, o.test_seed, n_range, k_range,
-                                                       progress=lambda i: beat(len(tasks) + i))}
+        splits = {
+            "train": tasks[: o.train_tasks],
+            "val": tasks[o.train_tasks :],
+            "test": make_direct_clustering_tasks(
+                o.test_tasks, o.test_seed, n_range, k_range, progress=lambda i: beat(len(tasks) + i)
+            ),
+        }
         summary = {}
         for split, items in splits.items():
             write_set_tasks(out_dir / f"{split}.parquet", items)
@@ -434,17 +500,26 @@ class ClusteringDirectTask(_SetTask):
     def eval_data(self, split: str, model_cfg) -> DirectSplit:
         if split not in ("val", "test"):
             raise ValueError(f"eval_data takes 'val' or 'test', got {split!r}")
-        return self._load(split, lambda tasks: (s := DirectSplit(tasks, self.options.slots)).reordered(eval_order(s.sizes)))
+        return self._load(
+            split, lambda tasks: (s := DirectSplit(tasks, self.options.slots)).reordered(eval_order(s.sizes))
+        )
 
     def describe_data(self, train, val) -> dict:
         o = self.options
-        return {"train_rows": len(train), "val_rows": len(val), "points": f"{o.n_min}..{o.n_max}",
-                "clusters": f"{o.k_min}..{o.k_max}", "slots": o.slots}
+        return {
+            "train_rows": len(train),
+            "val_rows": len(val),
+            "points": f"{o.n_min}..{o.n_max}",
+            "clusters": f"{o.k_min}..{o.k_max}",
+            "slots": o.slots,
+        }
 
     def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
         if outputs.dim() != 3:
-            raise SwarmlabError(f"{self.key} needs one row of slot logits per point, (B, N, {self.options.slots}); the "
-                                f"model gave {tuple(outputs.shape)}: use head: none")
+            raise SwarmlabError(
+                f"{self.key} needs one row of slot logits per point, (B, N, {self.options.slots}); the "
+                f"model gave {tuple(outputs.shape)}: use head: none"
+            )
         with _fp32(outputs):
             log_probs = F.log_softmax(outputs.float(), dim=-1)  # (B, N, S), fp32 even under autocast
             # The one host sync of a step, and an unavoidable one: the Hungarian assignment of slots to true
@@ -480,11 +555,13 @@ class ClusteringMogTask(_SetTask):
         o = self.options
         summary = {}
         beat = Heartbeat(f"data {self.key}", o.val_tasks + o.test_tasks, "tasks").beat
-        for split, n, split_seed, before in (("val", o.val_tasks, o.val_seed, 0),
-                                             ("test", o.test_tasks, o.test_seed, o.val_tasks)):
+        for split, n, split_seed, before in (
+            ("val", o.val_tasks, o.val_seed, 0),
+            ("test", o.test_tasks, o.test_seed, o.val_tasks),
+        ):
             tasks = make_mog_tasks(n, split_seed, (o.n_min, o.n_max), progress=lambda i, b=before: beat(b + i))
             write_set_tasks(out_dir / f"{split}.parquet", tasks)
-            oracle = torch.cat([mog_oracle_log_likelihood(tasks[i:i + 1000]) for i in range(0, n, 1000)])
+            oracle = torch.cat([mog_oracle_log_likelihood(tasks[i : i + 1000]) for i in range(0, n, 1000)])
             summary[f"{split}_tasks"] = n
             summary[f"{split}_oracle_loglik"] = round(float(oracle.double().mean()), 4)
         _write_meta(out_dir, "mog", self._generation_options(), summary)
@@ -504,9 +581,11 @@ class ClusteringMogTask(_SetTask):
 
     def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
         if outputs.dim() != 2:
-            raise SwarmlabError(f"{self.key} needs one vector per set, (B, {self.num_clusters * (2 * DIM + 1)}); the "
-                                f"model gave {tuple(outputs.shape)}: give it a pooling head, e.g. tasks.{self.key}."
-                                f"model_overrides: {{<model>: {{head: mean}}}}")
+            raise SwarmlabError(
+                f"{self.key} needs one vector per set, (B, {self.num_clusters * (2 * DIM + 1)}); the "
+                f"model gave {tuple(outputs.shape)}: give it a pooling head, e.g. tasks.{self.key}."
+                f"model_overrides: {{<model>: {{head: mean}}}}"
+            )
         with _fp32(outputs):
             pi, mu, sigma = mog_params_from_output(outputs.float(), self.num_clusters, DIM)
             return -mog_log_likelihood(batch["x"], batch["mask"], pi, mu, sigma).mean()
@@ -590,14 +669,27 @@ def plot_mog_example(example: dict, path: Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), s=4, c="k", alpha=0.5)
     with torch.no_grad():
-        lls = [float(mog_log_likelihood(x[None], None, example[p + "pi"].cpu()[None].float(), example[p + "mu"].cpu()[None].float(),
-                                        example[p + "sigma"].cpu()[None].float())[0]) for p in ("", "pred_")]
+        lls = [
+            float(
+                mog_log_likelihood(
+                    x[None],
+                    None,
+                    example[p + "pi"].cpu()[None].float(),
+                    example[p + "mu"].cpu()[None].float(),
+                    example[p + "sigma"].cpu()[None].float(),
+                )[0]
+            )
+            for p in ("", "pred_")
+        ]
     for prefix, style in (("", "--"), ("pred_", "-")):
         pi, mu, sigma = (example[prefix + key].cpu().float().numpy() for key in ("pi", "mu", "sigma"))
         for j in range(len(pi)):
             _ellipse(ax, mu[j], np.diag(sigma[j] ** 2), f"C{j}", ls=style, lw=1.0 + 2.0 * pi[j])
-    ax.set_title(f"{title + ': ' if title else ''}log-lik {lls[1]:.3f} (oracle {lls[0]:.3f})\n"
-                 f"dashed = true components, solid = predicted (2 sigma)", fontsize=9)
+    ax.set_title(
+        f"{title + ': ' if title else ''}log-lik {lls[1]:.3f} (oracle {lls[0]:.3f})\n"
+        f"dashed = true components, solid = predicted (2 sigma)",
+        fontsize=9,
+    )
     ax.set_aspect("equal")
     ax.grid(alpha=0.3)
     fig.tight_layout()

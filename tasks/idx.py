@@ -13,6 +13,7 @@ they were rebuilt from per-image PNGs, 97.2% of the pixels exact and the rest of
 (datasets/README.md); such a split is returned with ``approximate=True``, and any figure made from it must
 say so.
 """
+
 from __future__ import annotations
 
 import gzip as _gzip
@@ -29,8 +30,14 @@ IMAGES_MAGIC = 0x00000803  # uint8, 3-D (N, rows, cols)
 LABELS_MAGIC = 0x00000801  # uint8, 1-D (N,)
 
 # idx type code -> big-endian numpy dtype
-_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-           0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 _CODES = {dt.newbyteorder("="): code for code, dt in _DTYPES.items()}
 
 
@@ -70,26 +77,35 @@ def read_idx(path: str | Path, *, expect_magic: int | None = None) -> np.ndarray
     magic = int.from_bytes(data[:4], "big")
     code, ndim = data[2], data[3]
     if data[:2] != b"\x00\x00" or code not in _DTYPES or ndim == 0:
-        raise IdxError(f"{path}: not an idx file: magic bytes {data[:4].hex()} (an idx file starts with "
-                       f"00 00, a type code and the number of dimensions)")
+        raise IdxError(
+            f"{path}: not an idx file: magic bytes {data[:4].hex()} (an idx file starts with "
+            f"00 00, a type code and the number of dimensions)"
+        )
     if expect_magic is not None and magic != expect_magic:
         raise IdxError(f"{path}: unexpected idx magic {_describe(magic)}, expected {_describe(expect_magic)}")
     header = 4 + 4 * ndim
     if len(data) < header:
         raise IdxError(f"{path}: truncated idx file: {len(data)} bytes, the header alone needs {header}")
-    dims = tuple(int.from_bytes(data[4 + 4 * k: 8 + 4 * k], "big") for k in range(ndim))
+    dims = tuple(int.from_bytes(data[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim))
     dtype = _DTYPES[code]
     need = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
     have = len(data) - header
     shape = "x".join(map(str, dims))
     if have < need:
-        raise IdxError(f"{path}: truncated idx file: the header declares {shape} {dtype.newbyteorder('=').name} "
-                       f"= {need} bytes of data, the file has {have}")
+        raise IdxError(
+            f"{path}: truncated idx file: the header declares {shape} {dtype.newbyteorder('=').name} "
+            f"= {need} bytes of data, the file has {have}"
+        )
     if have > need:
-        raise IdxError(f"{path}: damaged idx file: {have - need} bytes after the {need} bytes of data that the "
-                       f"header ({shape}) declares")
-    return np.frombuffer(data, dtype=dtype, count=need // dtype.itemsize, offset=header).reshape(dims).astype(
-        dtype.newbyteorder("="))
+        raise IdxError(
+            f"{path}: damaged idx file: {have - need} bytes after the {need} bytes of data that the "
+            f"header ({shape}) declares"
+        )
+    return (
+        np.frombuffer(data, dtype=dtype, count=need // dtype.itemsize, offset=header)
+        .reshape(dims)
+        .astype(dtype.newbyteorder("="))
+    )
 
 
 def write_idx(path: str | Path, array: np.ndarray, *, gzip: bool = False) -> Path:
@@ -137,7 +153,8 @@ def load_mnist_like(folder: str | Path, split: str) -> IdxSplit:
     images = read_idx(images_path, expect_magic=IMAGES_MAGIC)
     labels = read_idx(labels_path, expect_magic=LABELS_MAGIC)
     if len(images) != len(labels):
-        raise IdxError(f"{folder}: {images_path.name} holds {len(images)} images but {labels_path.name} "
-                       f"{len(labels)} labels")
+        raise IdxError(
+            f"{folder}: {images_path.name} holds {len(images)} images but {labels_path.name} {len(labels)} labels"
+        )
     approximate = "APPROX" in images_path.name or "APPROX" in labels_path.name
     return IdxSplit(images, labels, approximate, images_path, labels_path)

@@ -25,6 +25,7 @@
 * **samples** (``sample``, the generic ``sample@<key>`` stage): a seeded grid of class-conditional samples,
   one row per class, drawn with the model's incremental sampler, plus ``samples.npz``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,10 @@ class DatasetInfo:
 
 DATASETS = {
     "mnist": DatasetInfo("MNIST", tuple(str(k) for k in range(10))),
-    "fashion_mnist": DatasetInfo("Fashion-MNIST", ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
-                                                   "Shirt", "Sneaker", "Bag", "Ankle boot")),  # Xiao et al. 2017
+    "fashion_mnist": DatasetInfo(
+        "Fashion-MNIST",
+        ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+    ),  # Xiao et al. 2017
 }
 APPROXIMATE_NOTE = "trained on MNIST's approximate training images"
 
@@ -86,8 +89,9 @@ class ImageOptions:
                 raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
 
 
-def split_indices(n_train: int, n_test: int, *, val_size: int, max_train: int, max_test: int,
-                  seed: int) -> dict[str, np.ndarray]:
+def split_indices(
+    n_train: int, n_test: int, *, val_size: int, max_train: int, max_test: int, seed: int
+) -> dict[str, np.ndarray]:
     """Rows of the official files per split: val = ``val_size`` of train drawn with ``seed``, train = the rest
     (its first ``max_train`` in that draw's order: a smaller cap keeps a subset of a larger one), test = all
     (or ``max_test`` of them). Each sorted, as in the source files."""
@@ -129,8 +133,14 @@ class ImageSplit:
         return {"pixels": self.images[idx].long(), "label": self.labels[idx]}
 
 
-def read_split(folder: Path, split: str, *, image_size: tuple | None = None, num_classes: int | None = None,
-               hint: str = "rerun the data stage") -> ImageSplit:
+def read_split(
+    folder: Path,
+    split: str,
+    *,
+    image_size: tuple | None = None,
+    num_classes: int | None = None,
+    hint: str = "rerun the data stage",
+) -> ImageSplit:
     """``<split>.npz`` as an ImageSplit, checked as it is read (one line naming the file): a readable npz holding
     ``images`` uint8 (N, C, H, W) of ``image_size`` and as many ``labels`` in ``0..num_classes-1``."""
     path = Path(folder) / f"{split}.npz"
@@ -143,10 +153,14 @@ def read_split(folder: Path, split: str, *, image_size: tuple | None = None, num
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SwarmlabError(f"cannot read {path}: {first}; the file is damaged: {hint}") from None
     if images.dtype != np.uint8 or images.ndim != 4:
-        raise SwarmlabError(f"{path}: images are {images.dtype} of shape {images.shape}, expected uint8 (N, C, H, W) "
-                            f"(a channel axis too): {hint}")
+        raise SwarmlabError(
+            f"{path}: images are {images.dtype} of shape {images.shape}, expected uint8 (N, C, H, W) "
+            f"(a channel axis too): {hint}"
+        )
     if image_size is not None and tuple(images.shape[1:]) != tuple(image_size):
-        raise SwarmlabError(f"{path}: images of {tuple(images.shape[1:])}, but meta.json records {tuple(image_size)}: {hint}")
+        raise SwarmlabError(
+            f"{path}: images of {tuple(images.shape[1:])}, but meta.json records {tuple(image_size)}: {hint}"
+        )
     if labels.ndim != 1 or len(labels) != len(images):
         raise SwarmlabError(f"{path}: {labels.shape} labels for {len(images)} images: {hint}")
     if num_classes is not None and len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
@@ -236,8 +250,13 @@ class ImageGenerationTask(Task):
 
     def _generation_options(self) -> dict:
         o = self.options
-        return {"dataset": o.dataset, "val_size": o.val_size, "max_train": o.max_train, "max_test": o.max_test,
-                "split_seed": o.split_seed}
+        return {
+            "dataset": o.dataset,
+            "val_size": o.val_size,
+            "max_train": o.max_train,
+            "max_test": o.max_test,
+            "split_seed": o.split_seed,
+        }
 
     @functools.cached_property
     def meta(self) -> dict:
@@ -246,10 +265,13 @@ class ImageGenerationTask(Task):
         meta = read_meta(path, self.rebuild_hint)
         check_options(meta, path, self._generation_options(), f"tasks.{self.key}.options", self.rebuild_hint)
         size, classes = meta.get("image_size"), meta.get("num_classes")
-        if not (isinstance(size, list) and len(size) == 3 and all(isinstance(v, int) and v > 0 for v in size)) \
-                or classes != len(self.info.class_names):
-            raise SwarmlabError(f"{path}: image_size {size!r} / num_classes {classes!r} are not those of "
-                                f"{self.options.dataset}: rebuild the data: {self.rebuild_hint}")
+        if not (
+            isinstance(size, list) and len(size) == 3 and all(isinstance(v, int) and v > 0 for v in size)
+        ) or classes != len(self.info.class_names):
+            raise SwarmlabError(
+                f"{path}: image_size {size!r} / num_classes {classes!r} are not those of "
+                f"{self.options.dataset}: rebuild the data: {self.rebuild_hint}"
+            )
         return meta
 
     @property
@@ -264,24 +286,37 @@ class ImageGenerationTask(Task):
         o = self.options
         folder = Path(datasets) / o.dataset
         if not folder.is_dir():
-            raise SwarmlabError(f"{folder} does not exist: point paths.datasets (or $SWARMLAB_DATASETS) at the folder "
-                                f"holding {o.dataset}/ with the idx files")
+            raise SwarmlabError(
+                f"{folder} does not exist: point paths.datasets (or $SWARMLAB_DATASETS) at the folder "
+                f"holding {o.dataset}/ with the idx files"
+            )
         train, test = load_mnist_like(folder, "train"), load_mnist_like(folder, "test")
         try:
-            rows = split_indices(len(train.labels), len(test.labels), val_size=o.val_size, max_train=o.max_train,
-                                 max_test=o.max_test, seed=o.split_seed)
+            rows = split_indices(
+                len(train.labels),
+                len(test.labels),
+                val_size=o.val_size,
+                max_train=o.max_train,
+                max_test=o.max_test,
+                seed=o.split_seed,
+            )
         except ValueError as exc:
             raise SwarmlabError(f"tasks.{self.key}.options: {exc}") from None
         classes = len(self.info.class_names)
         for src in (train, test):
             if len(src.labels) and int(src.labels.max()) >= classes:
-                raise SwarmlabError(f"{src.labels_path}: labels up to {int(src.labels.max())}, but {o.dataset} has "
-                                    f"{classes} classes")
+                raise SwarmlabError(
+                    f"{src.labels_path}: labels up to {int(src.labels.max())}, but {o.dataset} has {classes} classes"
+                )
         sources = {"train": train, "val": train, "test": test}
         for split, idx in rows.items():
             src = sources[split]
-            np.savez(out_dir / f"{split}.npz", images=src.images[idx][:, None], labels=src.labels[idx],
-                     index=idx.astype(np.int32))
+            np.savez(
+                out_dir / f"{split}.npz",
+                images=src.images[idx][:, None],
+                labels=src.labels[idx],
+                index=idx.astype(np.int32),
+            )
         # A 256-way model puts next to no mass on values it never saw in training, so each test pixel with such a
         # value costs many bits: MNIST's approximate training images lack 29 values (1, 3, 6, 8, ...) that make up
         # 1.4% of the test pixels. Said here, so that a train/test gap in bits/dim can be traced to the data.
@@ -297,23 +332,35 @@ class ImageGenerationTask(Task):
             "rows": {split: int(len(idx)) for split, idx in rows.items()},
             "approximate_train_images": bool(train.approximate),  # val comes from train: approximate too
             "approximate_test_images": bool(test.approximate),
-            "sources": {"train_images": train.images_path.name, "train_labels": train.labels_path.name,
-                        "test_images": test.images_path.name, "test_labels": test.labels_path.name},
-            "val_size": o.val_size, "max_train": o.max_train, "max_test": o.max_test, "split_seed": o.split_seed,
+            "sources": {
+                "train_images": train.images_path.name,
+                "train_labels": train.labels_path.name,
+                "test_images": test.images_path.name,
+                "test_labels": test.labels_path.name,
+            },
+            "val_size": o.val_size,
+            "max_train": o.max_train,
+            "max_test": o.max_test,
+            "split_seed": o.split_seed,
             "test_values_unseen_in_train": unseen.tolist(),
             "test_pixels_unseen_in_train": float(test_counts[unseen].sum() / max(test_counts.sum(), 1)),
             "options": self._generation_options(),
             FILES_KEY: record_files(out_dir, {split: [f"{split}.npz"] for split in SPLITS}),
         }
         (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        summary = {"dataset": o.dataset, **{f"{s}_rows": n for s, n in meta["rows"].items()},
-                   "image_size": "x".join(map(str, meta["image_size"])),
-                   "approximate_train_images": meta["approximate_train_images"],
-                   "test_values_unseen_in_train": len(unseen),
-                   "test_pixels_unseen_in_train": round(meta["test_pixels_unseen_in_train"], 5)}
+        summary = {
+            "dataset": o.dataset,
+            **{f"{s}_rows": n for s, n in meta["rows"].items()},
+            "image_size": "x".join(map(str, meta["image_size"])),
+            "approximate_train_images": meta["approximate_train_images"],
+            "test_values_unseen_in_train": len(unseen),
+            "test_pixels_unseen_in_train": round(meta["test_pixels_unseen_in_train"], 5),
+        }
         if train.approximate:
-            summary["note"] = ("the train and val images are MNIST's approximate training images (97.2% of pixels "
-                               "exact, the rest off by at most 1/255); test is exact")
+            summary["note"] = (
+                "the train and val images are MNIST's approximate training images (97.2% of pixels "
+                "exact, the rest off by at most 1/255); test is exact"
+            )
         return summary
 
     def model_kwargs(self) -> dict:
@@ -321,12 +368,19 @@ class ImageGenerationTask(Task):
 
     def _split(self, split: str, model_cfg) -> ImageSplit:
         self.check_data((split,))  # meta.json first, then the file against its recorded size and hash
-        data = read_split(self.data_dir, split, image_size=self.meta["image_size"], num_classes=self.meta["num_classes"],
-                          hint=f"rebuild the data: {self.rebuild_hint}")
+        data = read_split(
+            self.data_dir,
+            split,
+            image_size=self.meta["image_size"],
+            num_classes=self.meta["num_classes"],
+            hint=f"rebuild the data: {self.rebuild_hint}",
+        )
         want = getattr(model_cfg, "image_size", None)
         if want is not None and tuple(want) != data.image_size:
-            raise SwarmlabError(f"the model takes {tuple(want)} images but {self.data_dir} holds {data.image_size}: "
-                                f"drop image_size from tasks.{self.key}.model_overrides")
+            raise SwarmlabError(
+                f"the model takes {tuple(want)} images but {self.data_dir} holds {data.image_size}: "
+                f"drop image_size from tasks.{self.key}.model_overrides"
+            )
         return data
 
     def train_data(self, model_cfg) -> ImageSplit:
@@ -338,8 +392,13 @@ class ImageGenerationTask(Task):
         return self._split(split, model_cfg)
 
     def describe_data(self, train, val) -> dict:
-        return {"train_rows": len(train), "val_rows": len(val), "dataset": self.options.dataset,
-                "image_size": "x".join(map(str, train.image_size)), "approximate_train_images": self.approximate}
+        return {
+            "train_rows": len(train),
+            "val_rows": len(val),
+            "dataset": self.options.dataset,
+            "image_size": "x".join(map(str, train.image_size)),
+            "approximate_train_images": self.approximate,
+        }
 
     # compute ---------------------------------------------------------------------------------------
     def forward(self, model: nn.Module, batch: dict) -> dict:
@@ -368,20 +427,38 @@ class ImageGenerationTask(Task):
         total = meter.compute()["bits_per_dim"]
         path = out_dir / f"bits_per_class_{name or self.key}.png"
         head = f"{title}: " if title else ""
-        return [class_scores(list(per_class.values()), list(per_class), path,
-                             self.title(f"{head}test bits/dim per class (all: {total:.4f})"), "bits/dim")]
+        return [
+            class_scores(
+                list(per_class.values()),
+                list(per_class),
+                path,
+                self.title(f"{head}test bits/dim per class (all: {total:.4f})"),
+                "bits/dim",
+            )
+        ]
 
     # samples ---------------------------------------------------------------------------------------
-    def sample(self, model: nn.Module, out_dir: Path, *, num_samples: int, temperature: float, seed: int,
-               device: torch.device, name: str = "") -> dict:
+    def sample(
+        self,
+        model: nn.Module,
+        out_dir: Path,
+        *,
+        num_samples: int,
+        temperature: float,
+        seed: int,
+        device: torch.device,
+        name: str = "",
+    ) -> dict:
         """``num_samples // classes`` (at least 1) samples per class with the model's incremental sampler, in
         one batch: ``samples.png`` (one row per class) and ``samples.npz`` (``images`` (N, C, H, W) uint8,
         ``labels`` (N,), class-major)."""
         from swarmlab.plots import image_grid
 
         if not callable(getattr(model, "sample", None)):
-            raise SwarmlabError(f"model {name or type(model).__name__} has no sample(labels, *, generator, temperature) "
-                                f"method: image generation samples need one")
+            raise SwarmlabError(
+                f"model {name or type(model).__name__} has no sample(labels, *, generator, temperature) "
+                f"method: image generation samples need one"
+            )
         K = self.meta["num_classes"]
         per_class = max(1, num_samples // K)
         labels = torch.arange(K, device=device).repeat_interleave(per_class)  # (K*n,) class-major
@@ -394,11 +471,24 @@ class ImageGenerationTask(Task):
         np.savez(out_dir / "samples.npz", images=drawn, labels=labels_np, seed=seed, temperature=temperature)
         C, H, W = drawn.shape[1:]
         what = f"class-conditional samples of {name or 'the model'}, seed {seed}" + (
-            f", temperature {temperature:g}" if temperature != 1.0 else "")
-        image_grid(drawn.reshape(K, per_class, C, H, W), out_dir / "samples.png", self.title(what),
-                   row_labels=self.meta["class_names"])
+            f", temperature {temperature:g}" if temperature != 1.0 else ""
+        )
+        image_grid(
+            drawn.reshape(K, per_class, C, H, W),
+            out_dir / "samples.png",
+            self.title(what),
+            row_labels=self.meta["class_names"],
+        )
         mean = drawn.reshape(K, per_class, -1).mean(axis=(1, 2))
-        return {"samples": int(len(drawn)), "per_class": per_class, "classes": K, "seed": seed,
-                "temperature": temperature, "sampler": "incremental", "sample_seconds": round(seconds, 3),
-                "mean_pixel_per_class": {c: round(float(m), 2) for c, m in zip(self.meta["class_names"], mean)},
-                "approximate_train_images": self.approximate, "files": ["samples.png", "samples.npz"]}
+        return {
+            "samples": int(len(drawn)),
+            "per_class": per_class,
+            "classes": K,
+            "seed": seed,
+            "temperature": temperature,
+            "sampler": "incremental",
+            "sample_seconds": round(seconds, 3),
+            "mean_pixel_per_class": {c: round(float(m), 2) for c, m in zip(self.meta["class_names"], mean)},
+            "approximate_train_images": self.approximate,
+            "files": ["samples.png", "samples.npz"],
+        }

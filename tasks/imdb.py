@@ -1,4 +1,5 @@
 """IMDB sentiment (Maas et al. 2011): binary, positive = 1; accuracy, precision, recall, F1, confusion matrix."""
+
 from __future__ import annotations
 
 from tasks.registry import register_task

@@ -4,6 +4,7 @@ Layouts: the shipped parquet folder (``imdb_{train,test}.parquet``), an extracte
 (``{train,test}/{pos,neg}/<id>_<rating>.txt``), and the original ``aclImdb_v1.tar.gz``.
 Each record: ``uid`` (``train/pos/123``, unique), ``text``, ``label`` (0 neg, 1 pos), ``rating``, ``review_id``.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,13 +20,15 @@ SPLITS = ("train", "test")
 LABELS = {"neg": 0, "pos": 1}
 _FILE_RE = re.compile(r"(?:.*/)?aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt")
 
-SCHEMA = pa.schema([
-    ("uid", pa.string()),
-    ("text", pa.string()),
-    ("label", pa.int8()),
-    ("rating", pa.int8()),
-    ("review_id", pa.int32()),
-])
+SCHEMA = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("text", pa.string()),
+        ("label", pa.int8()),
+        ("rating", pa.int8()),
+        ("review_id", pa.int32()),
+    ]
+)
 
 
 def _decode(raw: bytes, where: str) -> str:
@@ -54,11 +57,15 @@ def read_parquet_folder(folder: Path) -> dict[str, pa.Table]:
     for split in SPLITS:
         path = folder / f"imdb_{split}.parquet"
         if not path.is_file():
-            raise SwarmlabError(f"IMDB split file {path} is missing: point prepare.source (or paths.datasets) at the folder holding imdb_train.parquet and imdb_test.parquet")
+            raise SwarmlabError(
+                f"IMDB split file {path} is missing: point prepare.source (or paths.datasets) at the folder holding imdb_train.parquet and imdb_test.parquet"
+            )
         try:
             table = pq.read_table(path, columns=["text", "label", "rating", "review_id"])
         except Exception as exc:  # pyarrow raises several types for damaged files
-            raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}; the file is damaged, restore it from the source") from None
+            raise SwarmlabError(
+                f"cannot read {path}: {str(exc).splitlines()[0]}; the file is damaged, restore it from the source"
+            ) from None
         texts = table.column("text")
         labels, ratings, ids = (table.column(c).to_pylist() for c in ("label", "rating", "review_id"))
         binary = pa.types.is_binary(texts.type) or pa.types.is_large_binary(texts.type)
@@ -71,8 +78,15 @@ def read_parquet_folder(folder: Path) -> dict[str, pa.Table]:
             text = _decode(raw, where) if binary else raw
             if label not in (0, 1):
                 raise SwarmlabError(f"{where} has label {label!r}; IMDB labels are 0 (neg) or 1 (pos)")
-            records.append(dict(uid=f"{split}/{'pos' if label else 'neg'}/{ids[i]}", text=_check_text(text, where),
-                                label=label, rating=ratings[i], review_id=ids[i]))
+            records.append(
+                dict(
+                    uid=f"{split}/{'pos' if label else 'neg'}/{ids[i]}",
+                    text=_check_text(text, where),
+                    label=label,
+                    rating=ratings[i],
+                    review_id=ids[i],
+                )
+            )
         out[split] = _records_to_table(records)
     return out
 
@@ -87,11 +101,20 @@ def _from_members(members, origin: str) -> dict[str, pa.Table]:
         split, polarity, rid, rating = m.groups()
         where = f"{origin}:{name}"
         text = _check_text(_decode(read(), where), where)
-        records[split].append(dict(uid=f"{split}/{polarity}/{rid}", text=text, label=LABELS[polarity],
-                                   rating=int(rating), review_id=int(rid)))
+        records[split].append(
+            dict(
+                uid=f"{split}/{polarity}/{rid}",
+                text=text,
+                label=LABELS[polarity],
+                rating=int(rating),
+                review_id=int(rid),
+            )
+        )
     for split in SPLITS:
         if not records[split]:
-            raise SwarmlabError(f"{origin} holds no aclImdb/{split}/{{pos,neg}}/*.txt reviews: is it the aclImdb layout?")
+            raise SwarmlabError(
+                f"{origin} holds no aclImdb/{split}/{{pos,neg}}/*.txt reviews: is it the aclImdb layout?"
+            )
         records[split].sort(key=lambda r: (r["label"], r["review_id"]))  # the parquet order: label, then id
     return {s: _records_to_table(records[s]) for s in SPLITS}
 
@@ -110,10 +133,12 @@ def read_acl_tarball(path: Path) -> dict[str, pa.Table]:
     """The original ``aclImdb_v1.tar.gz``, streamed without extracting."""
     try:
         with tarfile.open(path, "r:*") as tar:
+
             def members():
                 for info in tar:
                     if info.isfile():
                         yield info.name, (lambda info=info: tar.extractfile(info).read())
+
             return _from_members(members(), str(path))
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise SwarmlabError(f"cannot read {path}: {exc}; the archive is damaged, download it again") from None
@@ -123,11 +148,15 @@ def read_imdb(source: Path) -> dict[str, pa.Table]:
     """Read any supported layout at ``source`` (a folder or a tarball) into ``{'train','test'}`` tables."""
     source = Path(source)
     if not source.exists():
-        raise SwarmlabError(f"IMDB source {source} does not exist: set prepare.source in params.yaml (or paths.datasets)")
+        raise SwarmlabError(
+            f"IMDB source {source} does not exist: set prepare.source in params.yaml (or paths.datasets)"
+        )
     if source.is_file():
         if source.name.endswith((".tar.gz", ".tgz", ".tar")):
             return read_acl_tarball(source)
-        raise SwarmlabError(f"{source} is a file but not a .tar.gz archive: give the parquet folder, aclImdb/ or aclImdb_v1.tar.gz")
+        raise SwarmlabError(
+            f"{source} is a file but not a .tar.gz archive: give the parquet folder, aclImdb/ or aclImdb_v1.tar.gz"
+        )
     if (source / "imdb_train.parquet").exists() or (source / "imdb_test.parquet").exists():
         return read_parquet_folder(source)
     if (source / "aclImdb").is_dir() or source.name == "aclImdb":
@@ -146,12 +175,16 @@ def check_review_table(table: pa.Table, path: Path, *, labels: tuple[int, ...] =
     non-empty text in every row and labels among ``labels``; otherwise one line naming the file and row."""
     missing = [c for c in REVIEW_COLUMNS if c not in table.column_names]
     if missing:
-        raise SwarmlabError(f"{path} lacks column(s) {missing}: it was not written by the prepare/augment stage; "
-                            f"rerun them (dvc repro --force prepare)")
+        raise SwarmlabError(
+            f"{path} lacks column(s) {missing}: it was not written by the prepare/augment stage; "
+            f"rerun them (dvc repro --force prepare)"
+        )
     for r, text in enumerate(table.column("text").to_pylist()):
         if not isinstance(text, str) or not text.strip():
-            raise SwarmlabError(f"{path} row {r}: {'no' if text is None else 'an empty'} review text: rerun the stage that "
-                                f"wrote it (dvc repro --force prepare)")
+            raise SwarmlabError(
+                f"{path} row {r}: {'no' if text is None else 'an empty'} review text: rerun the stage that "
+                f"wrote it (dvc repro --force prepare)"
+            )
     for r, label in enumerate(table.column("label").to_pylist()):
         if label not in labels:
             raise SwarmlabError(f"{path} row {r}: label {label!r} is not one of {list(labels)}")

@@ -21,6 +21,7 @@ arXiv-11: the 11 categories of He et al. (2019), either their folder layout (one
 category) or JSONL splits; see :func:`load_arxiv11`. Malformed input raises :class:`LongDataError` with a
 one-line message naming the file (and line).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,10 @@ class LongDataError(SwarmlabError, ValueError):
 
 # ---- byte-level text (LRA "Text") ------------------------------------------------------------------------
 
-def encode_bytes(texts: Iterable[str | bytes], max_len: int = LRA_TEXT_LEN, *,
-                 add_special: bool = False) -> tuple[np.ndarray, np.ndarray]:
+
+def encode_bytes(
+    texts: Iterable[str | bytes], max_len: int = LRA_TEXT_LEN, *, add_special: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of each text as ids ``byte + NUM_SPECIAL``, truncated to ``max_len`` and right-padded with PAD.
 
     Args:
@@ -70,11 +73,11 @@ def encode_bytes(texts: Iterable[str | bytes], max_len: int = LRA_TEXT_LEN, *,
         body = np.frombuffer(raw[:room], dtype=np.uint8).astype(np.uint16) + NUM_SPECIAL
         if add_special:
             ids[i, 0] = CLS
-            ids[i, 1:1 + len(body)] = body
+            ids[i, 1 : 1 + len(body)] = body
             ids[i, 1 + len(body)] = SEP
             lengths[i] = len(body) + 2
         else:
-            ids[i, :len(body)] = body
+            ids[i, : len(body)] = body
             lengths[i] = len(body)
     return ids, lengths
 
@@ -107,8 +110,9 @@ def _apply(op: str, values: list[int]) -> int:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) // 2
 
 
-def _generate_tree(rng: random.Random, depth: int, max_depth: int, max_args: int, value_p: float,
-                   out: list[str]) -> int:
+def _generate_tree(
+    rng: random.Random, depth: int, max_depth: int, max_args: int, value_p: float, out: list[str]
+) -> int:
     """Append one random (sub)expression's tokens to ``out`` and return its value (LRA ``generate_tree``).
 
     Below ``max_depth`` a node is an operator with probability ``value_p`` (else a digit); at ``max_depth``
@@ -133,8 +137,9 @@ class _TooLong(Exception):
     """A pilot draw passed its token cap (see ``listops_acceptance``)."""
 
 
-def _capped_tree(rng: random.Random, depth: int, max_depth: int, max_args: int, value_p: float, out: list[str],
-                 cap: int) -> None:
+def _capped_tree(
+    rng: random.Random, depth: int, max_depth: int, max_args: int, value_p: float, out: list[str], cap: int
+) -> None:
     """``_generate_tree``'s distribution without the values, abandoned (``_TooLong``) once ``cap`` tokens are out."""
     r = rng.random() if depth < max_depth else 1.0
     if r > value_p:
@@ -164,15 +169,24 @@ def listops_expected_tokens(max_depth: int, max_args: int, value_p: float = 0.25
 MAX_TOKENS_PER_DRAW = 1_000_000  # ~1.3 s of Python per draw on these CPUs: beyond it a build cannot finish
 
 
-def listops_acceptance(*, max_depth: int, max_args: int, min_length: int, max_length: int, value_p: float = 0.25,
-                       draws: int = 2000, seconds: float = 2.0, seed: int = 12345) -> tuple[int, int]:
+def listops_acceptance(
+    *,
+    max_depth: int,
+    max_args: int,
+    min_length: int,
+    max_length: int,
+    value_p: float = 0.25,
+    draws: int = 2000,
+    seconds: float = 2.0,
+    seed: int = 12345,
+) -> tuple[int, int]:
     """(accepted, drawn): a pilot of at most ``draws`` trees (at most ``seconds``) from a generator of its own, each
     abandoned once it passes ``max_length`` tokens (rejected either way), so the pilot costs at most
     draws x max_length tokens. It estimates the share of tries ``generate_listops`` keeps."""
     import time
 
     rng, accepted, t0 = random.Random(seed), 0, time.monotonic()
-    for drawn in range(1, draws + 1):
+    for drawn in range(1, draws + 1):  # noqa: B007 (returned: how many were drawn before the deadline)
         out: list[str] = []
         try:
             _capped_tree(rng, 1, max_depth, max_args, value_p, out, max_length)
@@ -184,28 +198,43 @@ def listops_acceptance(*, max_depth: int, max_args: int, min_length: int, max_le
     return accepted, drawn
 
 
-def check_listops_feasible(n: int, *, max_depth: int, max_args: int, min_length: int, max_length: int,
-                           value_p: float = 0.25, max_tries: int | None = None) -> float:
+def check_listops_feasible(
+    n: int,
+    *,
+    max_depth: int,
+    max_args: int,
+    min_length: int,
+    max_length: int,
+    value_p: float = 0.25,
+    max_tries: int | None = None,
+) -> float:
     """Refuse, before any drawing, settings ``generate_listops`` cannot meet in its bounded number of tries, or whose
     every try builds a huge tree; returns the estimated share of tries kept."""
     per_draw = listops_expected_tokens(max_depth, max_args, value_p)
     if per_draw > MAX_TOKENS_PER_DRAW:
-        raise LongDataError(f"ListOps with max_depth={max_depth} and max_args={max_args}: a drawn tree has ~{per_draw:.3g} "
-                            f"tokens on average (LRA's 10 and 10: ~133) before the length check, so the build could not "
-                            f"finish: lower max_args or max_depth")
+        raise LongDataError(
+            f"ListOps with max_depth={max_depth} and max_args={max_args}: a drawn tree has ~{per_draw:.3g} "
+            f"tokens on average (LRA's 10 and 10: ~133) before the length check, so the build could not "
+            f"finish: lower max_args or max_depth"
+        )
     limit = max_tries if max_tries is not None else 1000 * n + 10000
-    accepted, drawn = listops_acceptance(max_depth=max_depth, max_args=max_args, min_length=min_length,
-                                         max_length=max_length, value_p=value_p)
+    accepted, drawn = listops_acceptance(
+        max_depth=max_depth, max_args=max_args, min_length=min_length, max_length=max_length, value_p=value_p
+    )
     share = accepted / drawn if accepted else 1.0 / drawn  # none kept: at best about one in `drawn`
     if n / share > limit:
-        raise LongDataError(f"ListOps with {min_length} < tokens < {max_length}, max_depth={max_depth}, max_args={max_args}: "
-                            f"{accepted} of {drawn} trial draws were kept, so {n:,} expressions would take ~{n / share:,.0f} "
-                            f"tries, more than the {limit:,} allowed: widen the length range or change max_depth / max_args")
+        raise LongDataError(
+            f"ListOps with {min_length} < tokens < {max_length}, max_depth={max_depth}, max_args={max_args}: "
+            f"{accepted} of {drawn} trial draws were kept, so {n:,} expressions would take ~{n / share:,.0f} "
+            f"tries, more than the {limit:,} allowed: widen the length range or change max_depth / max_args"
+        )
     seconds = n / share * per_draw * SECONDS_PER_TOKEN
     if seconds > MAX_BUILD_SECONDS:
-        raise LongDataError(f"ListOps: {n:,} expressions with max_depth={max_depth}, max_args={max_args} and "
-                            f"{min_length} < tokens < {max_length} would take ~{seconds / 3600:.0f} h to draw (~{n / share:,.0f} "
-                            f"tries of ~{per_draw:,.0f} tokens): lower the row counts, max_args or max_depth")
+        raise LongDataError(
+            f"ListOps: {n:,} expressions with max_depth={max_depth}, max_args={max_args} and "
+            f"{min_length} < tokens < {max_length} would take ~{seconds / 3600:.0f} h to draw (~{n / share:,.0f} "
+            f"tries of ~{per_draw:,.0f} tokens): lower the row counts, max_args or max_depth"
+        )
     return share
 
 
@@ -213,9 +242,19 @@ SECONDS_PER_TOKEN = 1.3e-6  # measured: the pure-Python generator on these CPUs
 MAX_BUILD_SECONDS = 6 * 3600  # a data build estimated beyond this is refused before it starts
 
 
-def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 10, min_length: int = 500,
-                     max_length: int = 2000, value_p: float = 0.25, unique: bool = True,
-                     max_tries: int | None = None, progress=None) -> tuple[list[str], np.ndarray]:
+def generate_listops(
+    n: int,
+    *,
+    seed: int,
+    max_depth: int = 10,
+    max_args: int = 10,
+    min_length: int = 500,
+    max_length: int = 2000,
+    value_p: float = 0.25,
+    unique: bool = True,
+    max_tries: int | None = None,
+    progress=None,
+) -> tuple[list[str], np.ndarray]:
     """``n`` random ListOps expressions and their values, LRA's distribution and defaults.
 
     A tree is drawn top-down from the root at depth 1 (see ``_generate_tree``: operator with probability
@@ -257,13 +296,16 @@ def generate_listops(n: int, *, seed: int, max_depth: int = 10, max_args: int = 
         texts.append(text)
         labels.append(value)
     if len(texts) < n:
-        raise LongDataError(f"generate_listops: only {len(texts)} of {n} expressions in {limit} tries with "
-                            f"{min_length} < tokens < {max_length}: widen the length range or raise max_tries")
+        raise LongDataError(
+            f"generate_listops: only {len(texts)} of {n} expressions in {limit} tries with "
+            f"{min_length} < tokens < {max_length}: widen the length range or raise max_tries"
+        )
     return texts, np.asarray(labels, dtype=np.int64)
 
 
-def tokenize_listops(texts: Iterable[str], max_len: int = 2048, *, add_special: bool = False
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def tokenize_listops(
+    texts: Iterable[str], max_len: int = 2048, *, add_special: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Space-separated ListOps strings -> ids (N, max_len) uint16 (``LISTOPS_IDS``, PAD-padded) and lengths (N,).
 
     An expression longer than ``max_len`` (with ``[CLS] ... [SEP]`` if ``add_special``) is an error, not cut:
@@ -275,8 +317,9 @@ def tokenize_listops(texts: Iterable[str], max_len: int = 2048, *, add_special: 
         try:
             row = [LISTOPS_IDS[t] for t in tokens]
         except KeyError as exc:
-            raise LongDataError(f"ListOps expression {i}: unknown token {exc.args[0]!r}; "
-                                f"known: {' '.join(LISTOPS_VOCAB[NUM_SPECIAL:])}") from None
+            raise LongDataError(
+                f"ListOps expression {i}: unknown token {exc.args[0]!r}; known: {' '.join(LISTOPS_VOCAB[NUM_SPECIAL:])}"
+            ) from None
         if add_special:
             row = [CLS, *row, SEP]
         if len(row) > max_len:
@@ -285,7 +328,7 @@ def tokenize_listops(texts: Iterable[str], max_len: int = 2048, *, add_special: 
     ids = np.full((len(rows), max_len), PAD, dtype=np.uint16)
     lengths = np.zeros(len(rows), dtype=np.int64)
     for i, row in enumerate(rows):
-        ids[i, :len(row)] = row
+        ids[i, : len(row)] = row
         lengths[i] = len(row)
     return ids, lengths
 
@@ -343,8 +386,19 @@ def evaluate_listops(text: str) -> int:
 
 # ---- arXiv-11 (He et al., 2019) ---------------------------------------------------------------------------
 
-ARXIV11_CATEGORIES = ("cs.AI", "cs.CE", "cs.CV", "cs.DS", "cs.IT", "cs.NE", "cs.PL", "cs.SY",
-                      "math.AC", "math.GR", "math.ST")  # label = index here (sorted, as in He et al.'s table)
+ARXIV11_CATEGORIES = (
+    "cs.AI",
+    "cs.CE",
+    "cs.CV",
+    "cs.DS",
+    "cs.IT",
+    "cs.NE",
+    "cs.PL",
+    "cs.SY",
+    "math.AC",
+    "math.GR",
+    "math.ST",
+)  # label = index here (sorted, as in He et al.'s table)
 _CATEGORY_INDEX = {name.lower(): i for i, name in enumerate(ARXIV11_CATEGORIES)}  # folders may be "cs.cv"
 ARXIV11_SPLIT_FILES = {"train": "train.jsonl", "val": "val.jsonl", "test": "test.jsonl"}
 
@@ -416,8 +470,9 @@ def load_arxiv11_folders(root: str | Path, *, encoding_errors: str = "strict") -
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         if entry.name.lower() not in _CATEGORY_INDEX:
-            raise LongDataError(f"{entry}: unknown category folder; expected the 11 of He et al. 2019: "
-                                f"{', '.join(ARXIV11_CATEGORIES)}")
+            raise LongDataError(
+                f"{entry}: unknown category folder; expected the 11 of He et al. 2019: {', '.join(ARXIV11_CATEGORIES)}"
+            )
         label = _CATEGORY_INDEX[entry.name.lower()]
         if label in folders:
             raise LongDataError(f"{entry}: category {ARXIV11_CATEGORIES[label]} appears twice ({folders[label].name})")
@@ -427,8 +482,9 @@ def load_arxiv11_folders(root: str | Path, *, encoding_errors: str = "strict") -
         raise LongDataError(f"{root}: missing category folder(s) {', '.join(missing)}")
     texts, labels = [], []
     for label in sorted(folders):
-        files = sorted(p for p in folders[label].iterdir()
-                       if p.is_file() and p.suffix == ".txt" and not p.name.startswith("."))
+        files = sorted(
+            p for p in folders[label].iterdir() if p.is_file() and p.suffix == ".txt" and not p.name.startswith(".")
+        )
         if not files:
             raise LongDataError(f"{folders[label]}: no .txt documents")
         for path in files:
@@ -437,8 +493,9 @@ def load_arxiv11_folders(root: str | Path, *, encoding_errors: str = "strict") -
             except OSError as exc:
                 raise LongDataError(f"{path}: cannot read ({exc.strerror})") from None
             except UnicodeDecodeError as exc:
-                raise LongDataError(f"{path}: not UTF-8 at byte {exc.start} (pass encoding_errors='replace' "
-                                    f"to substitute)") from None
+                raise LongDataError(
+                    f"{path}: not UTF-8 at byte {exc.start} (pass encoding_errors='replace' to substitute)"
+                ) from None
             if not text.strip():
                 raise LongDataError(f"{path}: empty document")
             texts.append(text)
@@ -446,8 +503,9 @@ def load_arxiv11_folders(root: str | Path, *, encoding_errors: str = "strict") -
     return TextSplit(texts, np.asarray(labels, dtype=np.int64))
 
 
-def stratified_split(labels: np.ndarray, *, val_fraction: float, test_fraction: float,
-                     seed: int) -> dict[str, np.ndarray]:
+def stratified_split(
+    labels: np.ndarray, *, val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, np.ndarray]:
     """Indices of train / val / test, the same fractions of every class (rounded down for val and test),
     shuffled per class with ``np.random.default_rng(seed)``; each index array sorted."""
     if not (0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1):
@@ -458,13 +516,19 @@ def stratified_split(labels: np.ndarray, *, val_fraction: float, test_fraction: 
         idx = rng.permutation(np.flatnonzero(labels == c))
         n_val, n_test = int(len(idx) * val_fraction), int(len(idx) * test_fraction)
         out["val"].append(idx[:n_val])
-        out["test"].append(idx[n_val:n_val + n_test])
-        out["train"].append(idx[n_val + n_test:])
+        out["test"].append(idx[n_val : n_val + n_test])
+        out["train"].append(idx[n_val + n_test :])
     return {k: np.sort(np.concatenate(v)) if v else np.zeros(0, dtype=np.int64) for k, v in out.items()}
 
 
-def load_arxiv11(root: str | Path, *, val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
-                 encoding_errors: str = "strict") -> dict[str, TextSplit]:
+def load_arxiv11(
+    root: str | Path,
+    *,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    encoding_errors: str = "strict",
+) -> dict[str, TextSplit]:
     """arXiv-11 as ``{"train", "val", "test"} -> TextSplit`` from either layout:
 
     * JSONL: ``root/train.jsonl``, ``root/test.jsonl`` and (optional) ``root/val.jsonl``, one
@@ -478,10 +542,14 @@ def load_arxiv11(root: str | Path, *, val_fraction: float = 0.1, test_fraction: 
     root = Path(root)
     if (root / ARXIV11_SPLIT_FILES["train"]).is_file():
         if not (root / ARXIV11_SPLIT_FILES["test"]).is_file():
-            raise LongDataError(f"{root}: train.jsonl without test.jsonl; the JSONL layout needs both (val.jsonl "
-                                f"optional)")
-        return {split: load_jsonl_split(root / name) for split, name in ARXIV11_SPLIT_FILES.items()
-                if (root / name).is_file()}
+            raise LongDataError(
+                f"{root}: train.jsonl without test.jsonl; the JSONL layout needs both (val.jsonl optional)"
+            )
+        return {
+            split: load_jsonl_split(root / name)
+            for split, name in ARXIV11_SPLIT_FILES.items()
+            if (root / name).is_file()
+        }
     pool = load_arxiv11_folders(root, encoding_errors=encoding_errors)
     parts = stratified_split(pool.labels, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed)
     return {split: TextSplit([pool.texts[i] for i in idx], pool.labels[idx]) for split, idx in parts.items()}

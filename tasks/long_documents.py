@@ -25,6 +25,7 @@ Scores (``tasks.metrics.MulticlassConfusion``, test split once in the evaluate s
 micro-F1 (and for ``lra_text`` the precision / recall / F1 of "positive"), with the per-class F1 and the
 confusion matrix in the extras.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,9 +45,20 @@ from swarmlab.heartbeat import Heartbeat
 from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
 from swarmlab.io import read_parquet_checked, write_shards
 from swarmlab.settings import setting
-from tasks.long_data import (ARXIV11_CATEGORIES, BYTE_VOCAB_SIZE, LISTOPS_NUM_CLASSES, LISTOPS_VOCAB, PAD,
-                             check_listops_feasible, encode_bytes, generate_listops, listops_depth, load_arxiv11,
-                             stratified_split, tokenize_listops)
+from tasks.long_data import (
+    ARXIV11_CATEGORIES,
+    BYTE_VOCAB_SIZE,
+    LISTOPS_NUM_CLASSES,
+    LISTOPS_VOCAB,
+    PAD,
+    check_listops_feasible,
+    encode_bytes,
+    generate_listops,
+    listops_depth,
+    load_arxiv11,
+    stratified_split,
+    tokenize_listops,
+)
 from tasks.metrics import MulticlassConfusion
 from tasks.registry import register_task
 from tasks.text_classification import TextClassificationTask
@@ -98,29 +110,51 @@ def cap_rows(labels: np.ndarray, count: int, seed: int) -> np.ndarray:
     return np.sort(np.concatenate(picked))
 
 
-def write_split(folder: Path, split: str, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray,
-                uids: list[str], *, shards: int, num_classes: int) -> dict:
+def write_split(
+    folder: Path,
+    split: str,
+    ids: np.ndarray,
+    lengths: np.ndarray,
+    labels: np.ndarray,
+    uids: list[str],
+    *,
+    shards: int,
+    num_classes: int,
+) -> dict:
     """Write one split: the real ids of each row as a list column (padding is not stored); returns its summary."""
     keep = np.arange(ids.shape[1])[None, :] < lengths[:, None]  # (N, max_len) True = real id
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     input_ids = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids[keep].astype(np.uint16)))
-    table = pa.table({"uid": pa.array(uids, pa.string()), "input_ids": input_ids,
-                      "length": pa.array(lengths.astype(np.int32)), "label": pa.array(labels.astype(np.int16))})
+    table = pa.table(
+        {
+            "uid": pa.array(uids, pa.string()),
+            "input_ids": input_ids,
+            "length": pa.array(lengths.astype(np.int32)),
+            "label": pa.array(labels.astype(np.int16)),
+        }
+    )
     names = write_shards(table, folder, split, shards)
-    return {"rows": int(len(labels)), "shards": names, "mean_length": round(float(lengths.mean()), 1) if len(lengths) else 0.0,
-            "max_length": int(lengths.max()) if len(lengths) else 0,
-            "label_counts": np.bincount(labels, minlength=num_classes).tolist()}
+    return {
+        "rows": int(len(labels)),
+        "shards": names,
+        "mean_length": round(float(lengths.mean()), 1) if len(lengths) else 0.0,
+        "max_length": int(lengths.max()) if len(lengths) else 0,
+        "label_counts": np.bincount(labels, minlength=num_classes).tolist(),
+    }
 
 
-def read_split(folder: Path, split: str, max_len: int, *, num_classes: int | None = None,
-               vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_split(
+    folder: Path, split: str, max_len: int, *, num_classes: int | None = None, vocab_size: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ids (N, max_len) int16 PAD-padded, lengths (N,) int64, labels (N,) int64)`` of ``split``'s shards.
 
     Each shard is checked as it is read (one line naming it): no row longer than ``max_len``, a ``length`` column
     that matches the ids, no label outside ``0..num_classes-1``, no id outside the vocabulary or a real PAD."""
     shards = sorted(Path(folder).glob(f"{split}-*.parquet"))
     if not shards:
-        raise SwarmlabError(f"no {split}-*.parquet shards in {folder}: rebuild the data (python -m pipelines.data --task ...)")
+        raise SwarmlabError(
+            f"no {split}-*.parquet shards in {folder}: rebuild the data (python -m pipelines.data --task ...)"
+        )
     ids, lengths, labels = [], [], []
     for shard in shards:
         t = read_parquet_checked(shard, ["input_ids", "length", "label"])
@@ -131,8 +165,9 @@ def read_split(folder: Path, split: str, max_len: int, *, num_classes: int | Non
         stated = t.column("length").to_numpy(zero_copy_only=False).astype(np.int64)
         if (stated != n).any():
             row = int(np.flatnonzero(stated != n)[0])
-            raise SwarmlabError(f"{shard} row {row}: length {stated[row]} but {n[row]} ids: the shard is damaged; rebuild "
-                                f"the data")
+            raise SwarmlabError(
+                f"{shard} row {row}: length {stated[row]} but {n[row]} ids: the shard is damaged; rebuild the data"
+            )
         label = t.column("label").to_numpy(zero_copy_only=False).astype(np.int64)
         if num_classes is not None and len(label) and (label.min() < 0 or label.max() >= num_classes):
             row = int(np.flatnonzero((label < 0) | (label >= num_classes))[0])
@@ -140,8 +175,10 @@ def read_split(folder: Path, split: str, max_len: int, *, num_classes: int | Non
         flat = col.flatten().to_numpy(zero_copy_only=False)
         if vocab_size is not None and len(flat) and (flat.max() >= vocab_size or flat.min() == PAD):
             bad = int(flat.max()) if flat.max() >= vocab_size else PAD
-            raise SwarmlabError(f"{shard}: id {bad} is outside the vocabulary of {vocab_size} (or padding stored as a real "
-                                f"token): rebuild the data")
+            raise SwarmlabError(
+                f"{shard}: id {bad} is outside the vocabulary of {vocab_size} (or padding stored as a real "
+                f"token): rebuild the data"
+            )
         block = np.full((len(n), max_len), PAD, dtype=np.int16)
         block[np.arange(max_len)[None, :] < n[:, None]] = flat  # row-major
         ids.append(block)
@@ -176,11 +213,16 @@ class LongDocumentTask(TextClassificationTask):
         path = self.data_dir / "meta.json"
         meta = read_meta(path, self.rebuild_hint)
         check_options(meta, path, self._generation_options(), f"tasks.{self.key}.options", self.rebuild_hint)
-        for key, want in (("seq_len", self.options.max_len), ("vocab_size", self.vocab_size),
-                          ("num_classes", self.num_classes)):
+        for key, want in (
+            ("seq_len", self.options.max_len),
+            ("vocab_size", self.vocab_size),
+            ("num_classes", self.num_classes),
+        ):
             if meta.get(key) != want:
-                raise SwarmlabError(f"{path}: {key} {meta.get(key)!r}, but tasks.{self.key} needs {want!r}: the folder "
-                                    f"belongs to another task or version; rebuild it: {self.rebuild_hint}")
+                raise SwarmlabError(
+                    f"{path}: {key} {meta.get(key)!r}, but tasks.{self.key} needs {want!r}: the folder "
+                    f"belongs to another task or version; rebuild it: {self.rebuild_hint}"
+                )
         return meta
 
     def model_kwargs(self) -> dict:
@@ -194,12 +236,15 @@ class LongDocumentTask(TextClassificationTask):
         """``split`` as tensors, cut to ``seq_len``; batches trimmed to their longest row unless trim_batches is off."""
         data_len = self.meta["seq_len"]
         if seq_len and seq_len > data_len:
-            raise SwarmlabError(f"the model has seq_len={seq_len} but tasks.{self.key} data is {data_len} wide: raise "
-                                f"tasks.{self.key}.options.max_len to {seq_len} and rebuild the data "
-                                f"(dvc repro data@{self.key}), or lower the model's seq_len")
+            raise SwarmlabError(
+                f"the model has seq_len={seq_len} but tasks.{self.key} data is {data_len} wide: raise "
+                f"tasks.{self.key}.options.max_len to {seq_len} and rebuild the data "
+                f"(dvc repro data@{self.key}), or lower the model's seq_len"
+            )
         self.check_data((split,))
-        ids, lengths, labels = read_split(self.data_dir, split, data_len, num_classes=self.num_classes,
-                                          vocab_size=self.meta["vocab_size"])
+        ids, lengths, labels = read_split(
+            self.data_dir, split, data_len, num_classes=self.num_classes, vocab_size=self.meta["vocab_size"]
+        )
         args = torch.from_numpy(ids), torch.from_numpy(lengths), torch.from_numpy(labels)
         if not self.options.trim_batches:
             ds = TokenizedTextDataset(*args, sep_id=None)
@@ -219,8 +264,13 @@ class LongDocumentTask(TextClassificationTask):
 
     def describe_data(self, train, val) -> dict:
         mean = float(train.lengths.double().mean()) if len(train) else 0.0
-        return {"train_rows": len(train), "val_rows": len(val), "seq_len": train.seq_len,
-                "train_mean_length": round(mean, 1), "trim_batches": self.options.trim_batches}
+        return {
+            "train_rows": len(train),
+            "val_rows": len(val),
+            "seq_len": train.seq_len,
+            "train_mean_length": round(mean, 1),
+            "trim_batches": self.options.trim_batches,
+        }
 
     # scores -----------------------------------------------------------------------------------------------
     def new_metrics(self) -> MulticlassConfusion:
@@ -237,25 +287,47 @@ class LongDocumentTask(TextClassificationTask):
     def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
         o = self.options
         splits = self.make_splits(datasets, seed)
-        summary = {"task": self.name, "seed": seed, "seq_len": o.max_len, "vocab_size": self.vocab_size,
-                   "num_classes": self.num_classes, "pad_id": PAD, **self.source_info(),
-                   "options": self._generation_options(), "splits": {}}
+        summary = {
+            "task": self.name,
+            "seed": seed,
+            "seq_len": o.max_len,
+            "vocab_size": self.vocab_size,
+            "num_classes": self.num_classes,
+            "pad_id": PAD,
+            **self.source_info(),
+            "options": self._generation_options(),
+            "splits": {},
+        }
         present = np.unique(splits["train"].labels)
         if len(present) < 2:  # a classifier of one class learns nothing, and every score of it is vacuous
             only = self.class_names[int(present[0])] if len(present) else "none"
-            raise SwarmlabError(f"tasks.{self.key}: every training document is of one class ({only}): a classifier needs "
-                                f"at least 2; check the source ({self.source_info().get('source', 'the generator')})")
+            raise SwarmlabError(
+                f"tasks.{self.key}: every training document is of one class ({only}): a classifier needs "
+                f"at least 2; check the source ({self.source_info().get('source', 'the generator')})"
+            )
         files = {}
         for split in SPLITS:
             part = splits[split]
             if not len(part.labels):
-                raise SwarmlabError(f"tasks.{self.key}: the {split} split is empty: check the source and the row options")
+                raise SwarmlabError(
+                    f"tasks.{self.key}: the {split} split is empty: check the source and the row options"
+                )
             if (part.lengths == 0).any():
                 first = part.uids[int(np.flatnonzero(part.lengths == 0)[0])]
-                raise SwarmlabError(f"tasks.{self.key}: {int((part.lengths == 0).sum())} empty document(s) in {split} "
-                                    f"(e.g. {first}): remove them from the source")
-            entry = write_split(out_dir, split, part.ids, part.lengths, part.labels, part.uids, shards=o.shards,
-                                num_classes=self.num_classes)
+                raise SwarmlabError(
+                    f"tasks.{self.key}: {int((part.lengths == 0).sum())} empty document(s) in {split} "
+                    f"(e.g. {first}): remove them from the source"
+                )
+            entry = write_split(
+                out_dir,
+                split,
+                part.ids,
+                part.lengths,
+                part.labels,
+                part.uids,
+                shards=o.shards,
+                num_classes=self.num_classes,
+            )
             summary["splits"][split] = {**entry, **part.facts}
             files[split] = entry["shards"]
         summary[FILES_KEY] = record_files(out_dir, files)
@@ -269,9 +341,16 @@ class LongDocumentTask(TextClassificationTask):
         """Byte-level ids of ``texts`` cut at ``max_len``; ``facts`` counts the documents that were cut."""
         ids, lengths = encode_bytes(texts, self.options.max_len)
         raw = np.fromiter((len(t.encode("utf-8") if isinstance(t, str) else t) for t in texts), np.int64, len(texts))
-        return EncodedSplit(ids, lengths, labels.astype(np.int64), uids,
-                            {"cut_at_max_len": int((raw > self.options.max_len).sum()),
-                             "mean_bytes_before_cut": round(float(raw.mean()), 1) if len(raw) else 0.0})
+        return EncodedSplit(
+            ids,
+            lengths,
+            labels.astype(np.int64),
+            uids,
+            {
+                "cut_at_max_len": int((raw > self.options.max_len).sum()),
+                "mean_bytes_before_cut": round(float(raw.mean()), 1) if len(raw) else 0.0,
+            },
+        )
 
 
 # ---------------------------------------------------------------------------------------------------- lra_text
@@ -281,7 +360,9 @@ class LongDocumentTask(TextClassificationTask):
 class LraTextOptions:
     data_dir: str = "data/lra_text"  # this task's folder (the derive@lra_text stage writes it)
     source_dir: str = "data/prepared"  # the prepare stage's IMDB splits: {train,val,test}-*.parquet, uid/text/label
-    max_len: int = setting(4096, ge=1, le=MAX_LEN)  # bytes per review kept (LRA: 4000; 4096 = a multiple of HSW's windows)
+    max_len: int = setting(
+        4096, ge=1, le=MAX_LEN
+    )  # bytes per review kept (LRA: 4000; 4096 = a multiple of HSW's windows)
     max_train: int = setting(0, ge=0, le=MAX_ROWS)  # rows kept per split (seeded, stratified); 0 = all
     max_val: int = setting(0, ge=0, le=MAX_ROWS)
     max_test: int = setting(0, ge=0, le=MAX_ROWS)
@@ -318,14 +399,18 @@ class LraTextTask(LongDocumentTask):
         for k, split in enumerate(SPLITS):
             shards = sorted(folder.glob(f"{split}-*.parquet"))
             if not shards:
-                raise SwarmlabError(f"no {split}-*.parquet in {folder}: run the prepare stage first (dvc repro prepare) "
-                                    f"or point tasks.{self.key}.options.source_dir at its output")
+                raise SwarmlabError(
+                    f"no {split}-*.parquet in {folder}: run the prepare stage first (dvc repro prepare) "
+                    f"or point tasks.{self.key}.options.source_dir at its output"
+                )
             tables = [read_parquet_checked(s, ["uid", "text", "label"]) for s in shards]
             table = pa.concat_tables(tables)
             labels = table.column("label").to_numpy().astype(np.int64)
             bad = sorted(set(np.unique(labels).tolist()) - {0, 1})
             if bad:
-                raise SwarmlabError(f"{folder}: {split} has label(s) {bad}; IMDB labels are 0 (negative) and 1 (positive)")
+                raise SwarmlabError(
+                    f"{folder}: {split} has label(s) {bad}; IMDB labels are 0 (negative) and 1 (positive)"
+                )
             keep = cap_rows(labels, caps[split], seed + k)
             texts = table.column("text").take(pa.array(keep)).to_pylist()
             uids = table.column("uid").take(pa.array(keep)).to_pylist()
@@ -359,11 +444,15 @@ class ListOpsOptions:
         if self.max_depth < 1 or self.max_args < 2:
             raise ValueError(f"max_depth must be >= 1 and max_args >= 2, got {self.max_depth} and {self.max_args}")
         if not 0 <= self.min_length < self.max_length - 1:
-            raise ValueError(f"need 0 <= min_length < max_length - 1 (tokens lie strictly between), got "
-                             f"{self.min_length} and {self.max_length}")
+            raise ValueError(
+                f"need 0 <= min_length < max_length - 1 (tokens lie strictly between), got "
+                f"{self.min_length} and {self.max_length}"
+            )
         if self.max_len < self.max_length - 1:
-            raise ValueError(f"max_len={self.max_len} cannot hold the longest expression ({self.max_length - 1} tokens): "
-                             f"raise max_len to >= {self.max_length - 1}")
+            raise ValueError(
+                f"max_len={self.max_len} cannot hold the longest expression ({self.max_length - 1} tokens): "
+                f"raise max_len to >= {self.max_length - 1}"
+            )
 
 
 @register_task
@@ -379,27 +468,47 @@ class ListOpsTask(LongDocumentTask):
 
     def source_info(self) -> dict:
         o = self.options
-        return {"generator": {"max_depth": o.max_depth, "max_args": o.max_args, "min_length": o.min_length,
-                              "max_length": o.max_length, "unique": True}, "vocab": list(LISTOPS_VOCAB)}
+        return {
+            "generator": {
+                "max_depth": o.max_depth,
+                "max_args": o.max_args,
+                "min_length": o.min_length,
+                "max_length": o.max_length,
+                "unique": True,
+            },
+            "vocab": list(LISTOPS_VOCAB),
+        }
 
     def make_splits(self, datasets: Path, seed: int):
         o = self.options
         sizes = {"train": o.train_rows, "val": o.val_rows, "test": o.test_rows}
         total = sum(sizes.values())
-        check_listops_feasible(total, max_depth=o.max_depth, max_args=o.max_args, min_length=o.min_length,
-                               max_length=o.max_length)  # refused before drawing when it cannot finish
+        check_listops_feasible(
+            total, max_depth=o.max_depth, max_args=o.max_args, min_length=o.min_length, max_length=o.max_length
+        )  # refused before drawing when it cannot finish
         beat = Heartbeat(f"data {self.key}", total, "expressions")
         # one draw for all splits: `unique` then keeps every expression in one split only
-        texts, labels = generate_listops(total, seed=seed, max_depth=o.max_depth, max_args=o.max_args,
-                                         min_length=o.min_length, max_length=o.max_length,
-                                         progress=lambda kept, tries: beat.beat(kept, f"{tries:,} tries"))
+        texts, labels = generate_listops(
+            total,
+            seed=seed,
+            max_depth=o.max_depth,
+            max_args=o.max_args,
+            min_length=o.min_length,
+            max_length=o.max_length,
+            progress=lambda kept, tries: beat.beat(kept, f"{tries:,} tries"),
+        )
         out, start = {}, 0
         for split in SPLITS:
             part = slice(start, start + sizes[split])
             ids, lengths = tokenize_listops(texts[part], o.max_len)
             depths = [listops_depth(t) for t in texts[part]]
-            out[split] = EncodedSplit(ids, lengths, labels[part], [f"{split}/{i}" for i in range(sizes[split])],
-                                      {"max_depth": max(depths), "mean_depth": round(float(np.mean(depths)), 2)})
+            out[split] = EncodedSplit(
+                ids,
+                lengths,
+                labels[part],
+                [f"{split}/{i}" for i in range(sizes[split])],
+                {"max_depth": max(depths), "mean_depth": round(float(np.mean(depths)), 2)},
+            )
             start += sizes[split]
         return out
 
@@ -411,7 +520,9 @@ class ListOpsTask(LongDocumentTask):
 class Arxiv11Options:
     data_dir: str = "data/arxiv11"
     source: str = ""  # your copy: a folder of <category>/*.txt (He et al. 2019) or {train,val,test}.jsonl
-    max_len: int = setting(4096, ge=1, le=MAX_LEN)  # bytes per document kept (the authors: 4096 BPE tokens, ~4x more text)
+    max_len: int = setting(
+        4096, ge=1, le=MAX_LEN
+    )  # bytes per document kept (the authors: 4096 BPE tokens, ~4x more text)
     val_fraction: float = 0.1  # folder layout (no splits): stratified, seeded; JSONL without val.jsonl: from train
     test_fraction: float = 0.1  # folder layout only
     encoding_errors: str = "strict"  # .txt not in UTF-8: strict = an error naming the file; replace = U+FFFD
@@ -425,8 +536,10 @@ class Arxiv11Options:
     def __post_init__(self):
         _check_common(self)
         if not (0 < self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
-            raise ValueError(f"need val_fraction > 0, test_fraction >= 0 and a sum < 1, got {self.val_fraction} and "
-                             f"{self.test_fraction}")
+            raise ValueError(
+                f"need val_fraction > 0, test_fraction >= 0 and a sum < 1, got {self.val_fraction} and "
+                f"{self.test_fraction}"
+            )
         if self.encoding_errors not in ("strict", "replace", "ignore"):
             raise ValueError(f"encoding_errors must be strict, replace or ignore, got {self.encoding_errors!r}")
         for name in ("max_train", "max_val", "max_test"):
@@ -450,10 +563,17 @@ class Arxiv11Task(LongDocumentTask):
     def make_splits(self, datasets: Path, seed: int):
         o = self.options
         if not o.source:
-            raise SwarmlabError(f"tasks.{self.key}.options.source is empty: arXiv-11 cannot be downloaded here; set it "
-                                f"to your copy (a folder of <category>/*.txt, or train/test[/val].jsonl; see docs/tracks.md)")
-        splits = load_arxiv11(self.path(o.source), val_fraction=o.val_fraction, test_fraction=o.test_fraction, seed=seed,
-                              encoding_errors=o.encoding_errors)
+            raise SwarmlabError(
+                f"tasks.{self.key}.options.source is empty: arXiv-11 cannot be downloaded here; set it "
+                f"to your copy (a folder of <category>/*.txt, or train/test[/val].jsonl; see docs/tracks.md)"
+            )
+        splits = load_arxiv11(
+            self.path(o.source),
+            val_fraction=o.val_fraction,
+            test_fraction=o.test_fraction,
+            seed=seed,
+            encoding_errors=o.encoding_errors,
+        )
         if "val" not in splits:  # JSONL without val.jsonl: a stratified share of train
             train = splits["train"]
             parts = stratified_split(train.labels, val_fraction=o.val_fraction, test_fraction=0.0, seed=seed)
@@ -464,5 +584,7 @@ class Arxiv11Task(LongDocumentTask):
         for k, split in enumerate(SPLITS):
             part = splits[split]
             keep = cap_rows(part.labels, caps[split], seed + k)
-            out[split] = self.encode_texts([part.texts[i] for i in keep], part.labels[keep], [f"{split}/{i}" for i in keep])
+            out[split] = self.encode_texts(
+                [part.texts[i] for i in keep], part.labels[keep], [f"{split}/{i}" for i in keep]
+            )
         return out

@@ -1,4 +1,5 @@
 """Streaming classification metrics built on a confusion matrix (rows = truth, columns = prediction)."""
+
 from __future__ import annotations
 
 import torch
@@ -102,8 +103,14 @@ class MulticlassConfusion(ConfusionMatrix):
         positive: the class whose precision / recall / F1 to add; None = none (multi-class).
     """
 
-    def __init__(self, num_classes: int, label_key: str = "label", *, class_names: tuple[str, ...] | list[str] = (),
-                 positive: int | None = None):
+    def __init__(
+        self,
+        num_classes: int,
+        label_key: str = "label",
+        *,
+        class_names: tuple[str, ...] | list[str] = (),
+        positive: int | None = None,
+    ):
         super().__init__(num_classes, label_key, positive=0 if positive is None else positive)
         if class_names and len(class_names) != num_classes:
             raise ValueError(f"{len(class_names)} class names for {num_classes} classes")
@@ -122,6 +129,9 @@ class MulticlassConfusion(ConfusionMatrix):
 
     def extras(self) -> dict:
         per_class, _, _, present = f1_scores(self.matrix)
-        return {"confusion_matrix": self.matrix.tolist(), "class_names": self.class_names,
-                "per_class_f1": {name: float(v) for name, v in zip(self.class_names, per_class)},
-                "per_class_support": {name: int(n) for name, n in zip(self.class_names, self.matrix.sum(dim=1))}}
+        return {
+            "confusion_matrix": self.matrix.tolist(),
+            "class_names": self.class_names,
+            "per_class_f1": {name: float(v) for name, v in zip(self.class_names, per_class)},
+            "per_class_support": {name: int(n) for name, n in zip(self.class_names, self.matrix.sum(dim=1))},
+        }

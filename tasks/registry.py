@@ -1,4 +1,5 @@
 """Task registry: a task says what is learned (data, loss) and how it is scored (metrics, monitor)."""
+
 from __future__ import annotations
 
 import difflib

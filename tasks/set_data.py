@@ -14,6 +14,7 @@ Pure functions, no pipeline code. The generators use numpy and scipy only; torch
 Determinism: task i of ``make_*_tasks(n, seed)`` is drawn from ``default_rng(SeedSequence(seed).spawn(n)[i])``,
 i.e. ``SeedSequence(seed, spawn_key=(i,))``, so it does not depend on ``n`` or on the other tasks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,8 +77,9 @@ def task_rng(seed: int, i: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
 
 
-def make_direct_clustering_task(rng: np.random.Generator, n_range: tuple[int, int] = DIRECT_N,
-                                k_range: tuple[int, int] = DIRECT_K) -> ClusteringTask:
+def make_direct_clustering_task(
+    rng: np.random.Generator, n_range: tuple[int, int] = DIRECT_N, k_range: tuple[int, int] = DIRECT_K
+) -> ClusteringTask:
     """Draw one §4.1.1 task: N ~ U{100..1000} points from K ~ U{3..10} Gaussians (see the module docstring).
 
     ``n_range`` and ``k_range`` (both ends included) replace the paper's sizes, e.g. for a smaller CPU run.
@@ -87,7 +89,9 @@ def make_direct_clustering_task(rng: np.random.Generator, n_range: tuple[int, in
     weights = np.full(k, 1.0 / k)
     counts = rng.multinomial(n, weights)  # (K,)
     means = rng.standard_normal((k, DIM))  # (K, 2)
-    covs = np.asarray(invwishart.rvs(df=IW_DF, scale=IW_SCALE * np.eye(DIM), size=k, random_state=rng)).reshape(k, DIM, DIM)
+    covs = np.asarray(invwishart.rvs(df=IW_DF, scale=IW_SCALE * np.eye(DIM), size=k, random_state=rng)).reshape(
+        k, DIM, DIM
+    )
     labels = np.repeat(np.arange(k), counts)  # (N,), sorted by cluster until the shuffle below
     chol = np.linalg.cholesky(covs)  # (K, 2, 2): covs[j] = chol[j] @ chol[j].T
     z = rng.standard_normal((n, DIM))  # (N, 2)
@@ -96,8 +100,9 @@ def make_direct_clustering_task(rng: np.random.Generator, n_range: tuple[int, in
     return ClusteringTask(points[order].astype(np.float32), labels[order].astype(np.int64), means, covs, weights)
 
 
-def make_direct_clustering_tasks(n_tasks: int, seed: int, n_range: tuple[int, int] = DIRECT_N,
-                                 k_range: tuple[int, int] = DIRECT_K, progress=None) -> list[ClusteringTask]:
+def make_direct_clustering_tasks(
+    n_tasks: int, seed: int, n_range: tuple[int, int] = DIRECT_N, k_range: tuple[int, int] = DIRECT_K, progress=None
+) -> list[ClusteringTask]:
     """``n_tasks`` §4.1.1 tasks; task i depends only on (seed, i). The paper draws 10,000 (9,000 train).
     ``progress(done)``, when given, is called after every task (a ``swarmlab.heartbeat.Heartbeat.beat``)."""
     out = []
@@ -139,20 +144,26 @@ def make_mog_tasks(n: int, seed: int, n_range: tuple[int, int] = MOG_N, progress
 _KIND_KEY = b"swarmlab.set_task_kind"
 # kind -> (task class, {field: (arrow value type, numpy dtype, shape in terms of n, k)})
 _SCHEMAS: dict[str, tuple[type, dict[str, tuple[pa.DataType, type, tuple]]]] = {
-    "clustering": (ClusteringTask, {
-        "points": (pa.float32(), np.float32, ("n", DIM)),
-        "labels": (pa.int32(), np.int64, ("n",)),
-        "means": (pa.float64(), np.float64, ("k", DIM)),
-        "covs": (pa.float64(), np.float64, ("k", DIM, DIM)),
-        "weights": (pa.float64(), np.float64, ("k",)),
-    }),
-    "mog": (MogTask, {
-        "points": (pa.float32(), np.float32, ("n", DIM)),
-        "labels": (pa.int32(), np.int64, ("n",)),
-        "pi": (pa.float64(), np.float64, ("k",)),
-        "mu": (pa.float64(), np.float64, ("k", DIM)),
-        "sigma": (pa.float64(), np.float64, ("k", DIM)),
-    }),
+    "clustering": (
+        ClusteringTask,
+        {
+            "points": (pa.float32(), np.float32, ("n", DIM)),
+            "labels": (pa.int32(), np.int64, ("n",)),
+            "means": (pa.float64(), np.float64, ("k", DIM)),
+            "covs": (pa.float64(), np.float64, ("k", DIM, DIM)),
+            "weights": (pa.float64(), np.float64, ("k",)),
+        },
+    ),
+    "mog": (
+        MogTask,
+        {
+            "points": (pa.float32(), np.float32, ("n", DIM)),
+            "labels": (pa.int32(), np.int64, ("n",)),
+            "pi": (pa.float64(), np.float64, ("k",)),
+            "mu": (pa.float64(), np.float64, ("k", DIM)),
+            "sigma": (pa.float64(), np.float64, ("k", DIM)),
+        },
+    ),
 }
 
 
@@ -174,8 +185,10 @@ def write_set_tasks(path: str | Path, tasks: Sequence[SetTask]) -> Path:
     """
     kind = _kind_of(tasks)
     _, fields = _SCHEMAS[kind]
-    columns = {"n": pa.array([len(t.points) for t in tasks], pa.int32()),
-               "k": pa.array([len(t.weights if kind == "clustering" else t.pi) for t in tasks], pa.int32())}
+    columns = {
+        "n": pa.array([len(t.points) for t in tasks], pa.int32()),
+        "k": pa.array([len(t.weights if kind == "clustering" else t.pi) for t in tasks], pa.int32()),
+    }
     for name, (value_type, _, _) in fields.items():
         columns[name] = pa.array([np.asarray(getattr(t, name)).ravel() for t in tasks], pa.list_(value_type))
     table = pa.table(columns).replace_schema_metadata({_KIND_KEY: kind.encode()})
@@ -198,19 +211,22 @@ def read_set_tasks(path: str | Path) -> list[SetTask]:
     try:
         table = pq.read_table(path)
     except Exception as exc:  # ArrowInvalid, OSError, ... for damaged files
-        raise SetDataError(f"cannot read {path}: {str(exc).splitlines()[0]}; the file is damaged: "
-                           "delete it and write it again") from None
+        raise SetDataError(
+            f"cannot read {path}: {str(exc).splitlines()[0]}; the file is damaged: delete it and write it again"
+        ) from None
     kind = (table.schema.metadata or {}).get(_KIND_KEY, b"").decode()
     if kind not in _SCHEMAS:
-        raise SetDataError(f"{path} is not a set-task collection (schema metadata {_KIND_KEY.decode()!r} is "
-                           f"{kind or 'absent'}; expected one of {sorted(_SCHEMAS)})")
+        raise SetDataError(
+            f"{path} is not a set-task collection (schema metadata {_KIND_KEY.decode()!r} is "
+            f"{kind or 'absent'}; expected one of {sorted(_SCHEMAS)})"
+        )
     cls, fields = _SCHEMAS[kind]
     expected = {"n": pa.int32(), "k": pa.int32(), **{name: pa.list_(t) for name, (t, _, _) in fields.items()}}
     for name, typ in expected.items():
         if name not in table.column_names:
             raise SetDataError(f"{path} has no column {name!r} for {kind} tasks; columns: {table.column_names}")
         got = table.schema.field(name).type
-        same = (got.value_type == typ.value_type if pa.types.is_list(typ) and pa.types.is_list(got) else got == typ)
+        same = got.value_type == typ.value_type if pa.types.is_list(typ) and pa.types.is_list(got) else got == typ
         if not same:  # list item names ("item", "element") differ between writers and do not matter
             raise SetDataError(f"{path}: column {name!r} is {got}, expected {typ}")
         if table.column(name).null_count:
@@ -220,17 +236,21 @@ def read_set_tasks(path: str | Path) -> list[SetTask]:
     for name, (_, dtype, shape) in fields.items():
         col = table.column(name).combine_chunks()  # ListArray
         offsets = col.offsets.to_numpy()  # (rows + 1,)
-        values = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+        values = col.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
         offsets = offsets - offsets[0]
         per_row = int(np.prod([s for s in shape if isinstance(s, int)]))
         want = sizes[shape[0]] * per_row  # (rows,)
         bad = np.flatnonzero(np.diff(offsets) != want)
         if bad.size:
             i = int(bad[0])
-            raise SetDataError(f"{path}: row {i} column {name!r} holds {int(np.diff(offsets)[i])} values, expected "
-                               f"{int(want[i])} ({shape[0]}={int(sizes[shape[0]][i])} x {per_row}); the file is damaged")
-        arrays[name] = [v.reshape((int(sizes[shape[0]][i]),) + tuple(shape[1:])).astype(dtype, copy=False)
-                        for i, v in enumerate(np.split(values, offsets[1:-1]))]
+            raise SetDataError(
+                f"{path}: row {i} column {name!r} holds {int(np.diff(offsets)[i])} values, expected "
+                f"{int(want[i])} ({shape[0]}={int(sizes[shape[0]][i])} x {per_row}); the file is damaged"
+            )
+        arrays[name] = [
+            v.reshape((int(sizes[shape[0]][i]),) + tuple(shape[1:])).astype(dtype, copy=False)
+            for i, v in enumerate(np.split(values, offsets[1:-1]))
+        ]
     return [cls(**{name: arrays[name][i] for name in fields}) for i in range(table.num_rows)]
 
 
@@ -238,9 +258,12 @@ def read_set_tasks(path: str | Path) -> list[SetTask]:
 # Batching
 
 
-def balanced_batches(sizes: Sequence[int], batch_size: int,
-                     generator: np.random.Generator | torch.Generator | None = None,
-                     drop_last: bool = False) -> list[list[int]]:
+def balanced_batches(
+    sizes: Sequence[int],
+    batch_size: int,
+    generator: np.random.Generator | torch.Generator | None = None,
+    drop_last: bool = False,
+) -> list[list[int]]:
     """Batches of task indices whose sets have similar sizes, so that little padding is needed.
 
     As the authors' ``BalancedSampler``: sort the tasks by size (stable), cut the sorted list into chunks of
@@ -258,7 +281,7 @@ def balanced_batches(sizes: Sequence[int], batch_size: int,
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     order = np.argsort(np.asarray(sizes), kind="stable")
-    batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    batches = [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
     if drop_last and batches and len(batches[-1]) < batch_size:
         batches.pop()
     if generator is None:
@@ -270,8 +293,9 @@ def balanced_batches(sizes: Sequence[int], batch_size: int,
     return [batches[j] for j in chunk_order]
 
 
-def collate(points_list: Sequence[np.ndarray], labels_list: Sequence[np.ndarray]
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(
+    points_list: Sequence[np.ndarray], labels_list: Sequence[np.ndarray]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Pad a batch of sets to the largest one.
 
     Args:
@@ -282,8 +306,9 @@ def collate(points_list: Sequence[np.ndarray], labels_list: Sequence[np.ndarray]
         (True = real entity).
     """
     if len(points_list) != len(labels_list) or not points_list:
-        raise ValueError(f"collate needs as many label arrays as point arrays (>= 1), got "
-                         f"{len(points_list)} and {len(labels_list)}")
+        raise ValueError(
+            f"collate needs as many label arrays as point arrays (>= 1), got {len(points_list)} and {len(labels_list)}"
+        )
     B, n_max, D = len(points_list), max(len(p) for p in points_list), np.asarray(points_list[0]).shape[1]
     x = np.zeros((B, n_max, D), np.float32)
     labels = np.full((B, n_max), -1, np.int64)
@@ -291,10 +316,22 @@ def collate(points_list: Sequence[np.ndarray], labels_list: Sequence[np.ndarray]
     for b, (p, y) in enumerate(zip(points_list, labels_list)):
         if len(p) != len(y):
             raise ValueError(f"set {b} has {len(p)} points but {len(y)} labels")
-        x[b, :len(p)], labels[b, :len(p)], mask[b, :len(p)] = p, y, True
+        x[b, : len(p)], labels[b, : len(p)], mask[b, : len(p)] = p, y, True
     return torch.from_numpy(x), torch.from_numpy(labels), torch.from_numpy(mask)
 
 
-__all__ = ["ClusteringTask", "MogTask", "SetDataError", "SetTask", "balanced_batches", "collate",
-           "make_direct_clustering_task", "make_direct_clustering_tasks", "make_mog_task", "make_mog_tasks",
-           "read_set_tasks", "task_rng", "write_set_tasks"]
+__all__ = [
+    "ClusteringTask",
+    "MogTask",
+    "SetDataError",
+    "SetTask",
+    "balanced_batches",
+    "collate",
+    "make_direct_clustering_task",
+    "make_direct_clustering_tasks",
+    "make_mog_task",
+    "make_mog_tasks",
+    "read_set_tasks",
+    "task_rng",
+    "write_set_tasks",
+]

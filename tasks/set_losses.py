@@ -7,6 +7,7 @@
 * Mixture of Gaussians (§4.2): the model gives one vector of K * (2 * dim + 1) numbers per task, read as in
   the authors' ``amortised_MOG.py``; the score is the mean per-point log-likelihood of the task's points.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,9 @@ import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
 
-def _contingency(labels: torch.Tensor, mask: torch.Tensor, values: torch.Tensor,
-                 num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _contingency(
+    labels: torch.Tensor, mask: torch.Tensor, values: torch.Tensor, num_labels: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per task, sum ``values`` of the real points by true cluster: (B, num_labels, S), one scatter for the batch.
 
     Rows are flattened to ``b * num_labels + label``; an out-of-range label (or a padded point) goes to one
@@ -60,11 +62,13 @@ def hungarian_matched_nll(log_probs: torch.Tensor, labels: torch.Tensor, mask: t
     counts = torch.bincount(row.reshape(-1), minlength=B * S + 1)  # (B*S + 1,): points per (task, cluster)
     bad = counts[-1] - (~mask).sum()  # real points with a label outside [0, S) (the rest of the overflow row)
     host = torch.cat([cost.detach()[:-1].reshape(-1), counts[:-1].float(), bad.float().reshape(1)]).cpu().numpy()
-    host_cost = host[:B * S * S].reshape(B, S, S)  # (B, K=S, S) cost matrices
-    host_counts = host[B * S * S:-1].reshape(B, S)  # (B, S) points per true cluster
+    host_cost = host[: B * S * S].reshape(B, S, S)  # (B, K=S, S) cost matrices
+    host_counts = host[B * S * S : -1].reshape(B, S)  # (B, S) points per true cluster
     if host[-1] > 0:
-        raise ValueError(f"{int(host[-1])} real points have a label outside [0, {S}): the model has S={S} slots; "
-                         "give it dim_output >= the number of true clusters, or fix the labels")
+        raise ValueError(
+            f"{int(host[-1])} real points have a label outside [0, {S}): the model has S={S} slots; "
+            "give it dim_output >= the number of true clusters, or fix the labels"
+        )
     rows, cols, tasks = [], [], []
     for b in range(B):
         present = np.flatnonzero(host_counts[b] > 0)  # true clusters with points
@@ -86,8 +90,9 @@ def hungarian_matched_nll(log_probs: torch.Tensor, labels: torch.Tensor, mask: t
     return -loss / n_real
 
 
-def _best_assignment_counts(pred: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
-                            ) -> tuple[np.ndarray, np.ndarray]:
+def _best_assignment_counts(
+    pred: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
     """Per task, the number of real points whose prediction agrees with the true cluster under the best
     one-to-one cluster <-> slot matching (Hungarian on the contingency table), and the number of real points."""
     B, N = labels.shape
@@ -161,8 +166,9 @@ def adjusted_rand_index(labels_true: np.ndarray | Sequence[int], labels_pred: np
 LOG_2PI_HALF = 0.5 * math.log(2 * math.pi)
 
 
-def mog_params_from_output(out: torch.Tensor, num_clusters: int, dim: int = 2
-                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def mog_params_from_output(
+    out: torch.Tensor, num_clusters: int, dim: int = 2
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Read a model's (B, K * (2 * dim + 1)) output as mixture parameters, as the authors' ``amortised_MOG.py``.
 
     Layout per cluster (``out.view(B, K, 2 * dim + 1)``): ``[mu (dim), sigma_raw (dim), pi_logit (1)]``.
@@ -179,17 +185,20 @@ def mog_params_from_output(out: torch.Tensor, num_clusters: int, dim: int = 2
     """
     B, width = out.shape
     if width != num_clusters * (2 * dim + 1):
-        raise ValueError(f"output width {width} != K * (2 * dim + 1) = {num_clusters * (2 * dim + 1)}: build the "
-                         f"model with dim_output={num_clusters * (2 * dim + 1)} for K={num_clusters}, dim={dim}")
+        raise ValueError(
+            f"output width {width} != K * (2 * dim + 1) = {num_clusters * (2 * dim + 1)}: build the "
+            f"model with dim_output={num_clusters * (2 * dim + 1)} for K={num_clusters}, dim={dim}"
+        )
     per = out.view(B, num_clusters, 2 * dim + 1)  # (B, K, 2*dim + 1)
     mu = per[..., :dim]  # (B, K, dim)
-    sigma = F.softplus(per[..., dim:2 * dim])  # (B, K, dim)
+    sigma = F.softplus(per[..., dim : 2 * dim])  # (B, K, dim)
     pi = torch.softmax(per[..., 2 * dim], dim=-1)  # (B, K)
     return pi, mu, sigma
 
 
-def mog_log_likelihood(points: torch.Tensor, mask: torch.Tensor | None, pi: torch.Tensor, mu: torch.Tensor,
-                       sigma: torch.Tensor | float) -> torch.Tensor:
+def mog_log_likelihood(
+    points: torch.Tensor, mask: torch.Tensor | None, pi: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor | float
+) -> torch.Tensor:
     """Mean per-point log-likelihood of each task's real points under a diagonal-covariance Gaussian mixture.
 
     ``log p(x) = logsumexp_k [log pi_k + sum_d (-(x_d - mu_kd)^2 / (2 sigma_kd^2) - log sigma_kd - log(2 pi)/2)]``,
@@ -236,5 +245,11 @@ def mog_oracle_log_likelihood(tasks: Sequence) -> torch.Tensor:
     return mog_log_likelihood(x, mask, pi, mu, sigma)
 
 
-__all__ = ["adjusted_rand_index", "hungarian_matched_nll", "matched_accuracy", "mog_log_likelihood",
-           "mog_oracle_log_likelihood", "mog_params_from_output"]
+__all__ = [
+    "adjusted_rand_index",
+    "hungarian_matched_nll",
+    "matched_accuracy",
+    "mog_log_likelihood",
+    "mog_oracle_log_likelihood",
+    "mog_params_from_output",
+]

@@ -1,4 +1,5 @@
 """Sequence classification over tokenized text: ``model(input_ids, attention_mask) -> logits``."""
+
 from __future__ import annotations
 
 import functools
@@ -53,7 +54,7 @@ class TextClassificationTask(Task):
 
     def load_split(self, split: str, seq_len: int | None = None) -> TokenizedTextDataset:
         """The tokenized ``split`` (train / val / test), re-truncated to ``seq_len`` when given."""
-        self.meta  # a missing meta.json is the first thing to report
+        _ = self.meta  # a missing meta.json is the first thing to report
         ds = TokenizedTextDataset.from_parquet(self.data_dir, split, num_classes=self.num_classes)
         return ds.truncated(seq_len) if seq_len else ds
 
@@ -65,8 +66,12 @@ class TextClassificationTask(Task):
 
     def describe_data(self, train, val) -> dict:
         augment = self.meta.get("augment") or {}
-        return {**super().describe_data(train, val), "seq_len": train.seq_len, "tokenized_seq_len": self.meta["seq_len"],
-                "augment_enabled": augment.get("enabled")}
+        return {
+            **super().describe_data(train, val),
+            "seq_len": train.seq_len,
+            "tokenized_seq_len": self.meta["seq_len"],
+            "augment_enabled": augment.get("enabled"),
+        }
 
     def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
         return model(batch["input_ids"], batch["attention_mask"])  # (B, num_classes)

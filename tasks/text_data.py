@@ -1,4 +1,5 @@
 """Tokenized text splits in memory, and batching by index (one gather per batch, no per-sample Python)."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,15 @@ class TokenizedTextDataset:
         trim_multiple: 0 = every batch has all L columns.
     """
 
-    def __init__(self, input_ids: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor, sep_id: int | None = 102,
-                 *, trim_multiple: int = 0):
+    def __init__(
+        self,
+        input_ids: torch.Tensor,
+        lengths: torch.Tensor,
+        labels: torch.Tensor,
+        sep_id: int | None = 102,
+        *,
+        trim_multiple: int = 0,
+    ):
         assert input_ids.ndim == 2 and len(input_ids) == len(lengths) == len(labels), "inconsistent split arrays"
         assert isinstance(trim_multiple, int) and trim_multiple >= 0, "trim_multiple must be an int >= 0"
         self.input_ids = input_ids
@@ -65,8 +73,9 @@ class TokenizedTextDataset:
 
     def sorted_by_length(self, descending: bool = True) -> "TokenizedTextDataset":
         """The same rows ordered by length (stable), so that consecutive batches of an evaluation trim alike."""
-        order = torch.from_numpy(np.argsort(-self.lengths.cpu().numpy() if descending else self.lengths.cpu().numpy(),
-                                            kind="stable"))
+        order = torch.from_numpy(
+            np.argsort(-self.lengths.cpu().numpy() if descending else self.lengths.cpu().numpy(), kind="stable")
+        )
         return self._replace(self.input_ids[order], self.lengths[order], self.labels[order])
 
     def to(self, device) -> "TokenizedTextDataset":
@@ -108,7 +117,9 @@ class TokenizedTextDataset:
             meta = json.loads(meta_path.read_text())
             seq_len, vocab_size, sep_id = int(meta["seq_len"]), int(meta["vocab_size"]), int(meta["sep_id"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise SwarmlabError(f"{meta_path} is damaged ({type(exc).__name__}: {exc}): rerun the tokenize stage") from None
+            raise SwarmlabError(
+                f"{meta_path} is damaged ({type(exc).__name__}: {exc}): rerun the tokenize stage"
+            ) from None
         shards = sorted(folder.glob(f"{split}-*.parquet"))
         if not shards:
             raise SwarmlabError(f"no {split}-*.parquet shards in {folder}: rerun the tokenize stage")
@@ -117,10 +128,14 @@ class TokenizedTextDataset:
             t = read_parquet_checked(shard, None)
             missing = {"input_ids", "length", "label"} - set(t.column_names)
             if missing:
-                raise SwarmlabError(f"{shard} lacks column(s) {sorted(missing)}: it was not written by the tokenize stage")
+                raise SwarmlabError(
+                    f"{shard} lacks column(s) {sorted(missing)}: it was not written by the tokenize stage"
+                )
             flat = t.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
             if flat.size != t.num_rows * seq_len:
-                raise SwarmlabError(f"{shard}: rows are not {seq_len} tokens long as {meta_path} says: rerun the tokenize stage")
+                raise SwarmlabError(
+                    f"{shard}: rows are not {seq_len} tokens long as {meta_path} says: rerun the tokenize stage"
+                )
             shard_ids = flat.reshape(t.num_rows, seq_len).astype(np.int64)
             shard_lengths = t.column("length").to_numpy(zero_copy_only=False).astype(np.int64)
             shard_labels = t.column("label").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -128,21 +143,36 @@ class TokenizedTextDataset:
             ids.append(shard_ids.astype(np.int32))
             lengths.append(shard_lengths)
             labels.append(shard_labels)
-        return cls(torch.from_numpy(np.concatenate(ids)), torch.from_numpy(np.concatenate(lengths)),
-                   torch.from_numpy(np.concatenate(labels)), sep_id=sep_id)
+        return cls(
+            torch.from_numpy(np.concatenate(ids)),
+            torch.from_numpy(np.concatenate(lengths)),
+            torch.from_numpy(np.concatenate(labels)),
+            sep_id=sep_id,
+        )
 
 
-def _check_rows(shard: Path, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray, vocab_size: int, seq_len: int,
-                num_classes: int | None, meta_path: Path) -> None:
+def _check_rows(
+    shard: Path,
+    ids: np.ndarray,
+    lengths: np.ndarray,
+    labels: np.ndarray,
+    vocab_size: int,
+    seq_len: int,
+    num_classes: int | None,
+    meta_path: Path,
+) -> None:
     """One line naming the shard and the first bad row, or nothing."""
+
     def first(bad: np.ndarray) -> int:
         return int(np.flatnonzero(bad)[0])
 
     bad = (ids < 0).any(axis=1) | (ids >= vocab_size).any(axis=1)
     if bad.any():
         r = first(bad)
-        raise SwarmlabError(f"{shard} row {r}: token id {int(ids[r].max())} outside the vocabulary of {vocab_size} "
-                            f"({meta_path}): the shard and meta.json do not belong together; rerun the tokenize stage")
+        raise SwarmlabError(
+            f"{shard} row {r}: token id {int(ids[r].max())} outside the vocabulary of {vocab_size} "
+            f"({meta_path}): the shard and meta.json do not belong together; rerun the tokenize stage"
+        )
     bad = (lengths < 1) | (lengths > seq_len)
     if bad.any():
         r = first(bad)
@@ -151,8 +181,10 @@ def _check_rows(shard: Path, ids: np.ndarray, lengths: np.ndarray, labels: np.nd
         bad = (labels < 0) | (labels >= num_classes)
         if bad.any():
             r = first(bad)
-            raise SwarmlabError(f"{shard} row {r}: label {int(labels[r])} outside 0..{num_classes - 1} of the task's "
-                                f"classes: check the data the prepare stage read")
+            raise SwarmlabError(
+                f"{shard} row {r}: label {int(labels[r])} outside 0..{num_classes - 1} of the task's "
+                f"classes: check the data the prepare stage read"
+            )
 
 
 class LengthGroupedTextDataset(TokenizedTextDataset):

@@ -5,6 +5,7 @@ lower-case, strip accents, split on whitespace and punctuation, greedy longest-m
 ``##`` continuations (``[UNK]`` past 100 characters), then ``[CLS] ... [SEP]``, truncated / padded
 with ``[PAD]`` (id 0) to ``seq_len``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,7 +28,9 @@ def build_wordpiece(vocab_path: Path, seq_len: int | None = None):
 
     vocab_path = Path(vocab_path)
     if not vocab_path.is_file():
-        raise SwarmlabError(f"WordPiece vocabulary {vocab_path} not found: set tokenize.vocab (relative to paths.datasets)")
+        raise SwarmlabError(
+            f"WordPiece vocabulary {vocab_path} not found: set tokenize.vocab (relative to paths.datasets)"
+        )
     vocab = {}
     with open(vocab_path, encoding="utf-8") as f:
         for i, line in enumerate(f):
@@ -38,7 +41,9 @@ def build_wordpiece(vocab_path: Path, seq_len: int | None = None):
     if vocab["[PAD]"] != PAD_ID:
         raise SwarmlabError(f"{vocab_path}: [PAD] must have id {PAD_ID}, has {vocab['[PAD]']}")
     tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]", continuing_subword_prefix="##", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True)
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]

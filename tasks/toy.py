@@ -6,6 +6,7 @@ from numpy's global generator (the engine seeds it and carries its state in ever
 resumed run sees the same batches); with ``rng: step`` each batch depends only on (seed, step). The
 validation and test splits are fixed sets drawn from their own seeds. Any text model fits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,10 +27,14 @@ PAD = 0
 class ToyOptions:
     seq_len: int = setting(16, ge=2)  # tokens per sequence (a model's own seq_len wins when it has one)
     vocab_size: int = setting(8, ge=3)  # ids 1..vocab_size-1 are drawn; 0 is padding
-    min_fraction: float = setting(0.5, gt=0, le=1)  # real length ~ U{min_fraction * seq_len .. seq_len}; the rest is padding
+    min_fraction: float = setting(
+        0.5, gt=0, le=1
+    )  # real length ~ U{min_fraction * seq_len .. seq_len}; the rest is padding
     val_rows: int = setting(256, ge=1)
     test_rows: int = setting(256, ge=1)
-    rng: str = setting("numpy", choices=("numpy", "step"))  # numpy: numpy's global generator; step: seeded by (seed, step)
+    rng: str = setting(
+        "numpy", choices=("numpy", "step")
+    )  # numpy: numpy's global generator; step: seeded by (seed, step)
 
     def __post_init__(self):
         check(self, "tasks.toy_counting.options")
@@ -82,8 +87,9 @@ class ToyCountingTask(TextClassificationTask):
     def eval_data(self, split: str, model_cfg) -> TokenizedTextDataset:
         o = self.options
         rows, seed = {"val": (o.val_rows, 1), "test": (o.test_rows, 2)}[split]
-        return as_dataset(*draw(np.random.default_rng([seed, 7919]), rows, self._seq_len(model_cfg), o.vocab_size,
-                                o.min_fraction))
+        return as_dataset(
+            *draw(np.random.default_rng([seed, 7919]), rows, self._seq_len(model_cfg), o.vocab_size, o.min_fraction)
+        )
 
     def describe_data(self, train, val) -> dict:
         return {"val_rows": len(val), "seq_len": val.seq_len, "train": f"endless ({self.options.rng})"}

@@ -1,4 +1,5 @@
 """Shared fixtures: tiny generated IMDB data in every upstream layout, tiny params, an isolated MLflow store."""
+
 from __future__ import annotations
 
 import copy
@@ -14,12 +15,22 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = Path(os.environ.get("SWARMLAB_DATASETS", REPO_ROOT.parent / "shared" / "datasets")).resolve()
 
-POSITIVE = ["A wonderful film, truly great acting.", "I loved it! Best movie of the year.",
-            "Brilliant and moving. Café scenes were superb.", "Great fun, would watch again.",
-            "An excellent cast and a clever story.", "Beautiful, touching and funny."]
-NEGATIVE = ["A terrible film, truly awful acting.", "I hated it. Worst movie of the year.",
-            "Boring and dull. The plot made no sense.", "Bad fun, would never watch again.",
-            "A poor cast and a stupid story.", "Ugly, tedious and unfunny."]
+POSITIVE = [
+    "A wonderful film, truly great acting.",
+    "I loved it! Best movie of the year.",
+    "Brilliant and moving. Café scenes were superb.",
+    "Great fun, would watch again.",
+    "An excellent cast and a clever story.",
+    "Beautiful, touching and funny.",
+]
+NEGATIVE = [
+    "A terrible film, truly awful acting.",
+    "I hated it. Worst movie of the year.",
+    "Boring and dull. The plot made no sense.",
+    "Bad fun, would never watch again.",
+    "A poor cast and a stupid story.",
+    "Ugly, tedious and unfunny.",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -46,10 +57,17 @@ def write_parquet_folder(folder: Path, n_per_label: int = 20, *, text_type=pa.st
         rows = reviews(n_per_label)
         if mutate:
             mutate(split, rows)
-        texts = [r["text"] if text_type == pa.string() or isinstance(r["text"], bytes) else r["text"].encode() for r in rows]
-        table = pa.table({"text": pa.array(texts, type=text_type), "label": pa.array([r["label"] for r in rows], pa.int8()),
-                          "rating": pa.array([r["rating"] for r in rows], pa.int8()),
-                          "review_id": pa.array([r["review_id"] for r in rows], pa.int32())})
+        texts = [
+            r["text"] if text_type == pa.string() or isinstance(r["text"], bytes) else r["text"].encode() for r in rows
+        ]
+        table = pa.table(
+            {
+                "text": pa.array(texts, type=text_type),
+                "label": pa.array([r["label"] for r in rows], pa.int8()),
+                "rating": pa.array([r["rating"] for r in rows], pa.int8()),
+                "review_id": pa.array([r["review_id"] for r in rows], pa.int32()),
+            }
+        )
         pq.write_table(table, folder / f"imdb_{split}.parquet")
     return folder
 
@@ -96,13 +114,26 @@ TINY_PARAMS = {
     "paths": {"datasets": str(SHARED_DATASETS)},
     "seed": 0,
     "task": "imdb",
-    "tasks": {"imdb": {"models": ["swarmformer_small"],
-                       "model_overrides": {"d_model": 16, "seq_len": 32, "cluster_size": 4, "dropout": 0.1},
-                       "train": {}, "options": {"data_dir": "data/tokenized"}}},
+    "tasks": {
+        "imdb": {
+            "models": ["swarmformer_small"],
+            "model_overrides": {"d_model": 16, "seq_len": 32, "cluster_size": 4, "dropout": 0.1},
+            "train": {},
+            "options": {"data_dir": "data/tokenized"},
+        }
+    },
     "prepare": {"source": "", "val_fraction": 0.2, "max_train": 0, "max_test": 0, "shards": 2},
     "tokenize": {"vocab": "bert_vocab/bert-base-uncased-vocab.txt", "seq_len": 32},
-    "train": {**_train_defaults(), "batch_size": 8, "lr": 1e-3, "weight_decay": 0.01, "max_epochs": 2, "patience": 0,
-              "device": "cpu", "amp": False},
+    "train": {
+        **_train_defaults(),
+        "batch_size": 8,
+        "lr": 1e-3,
+        "weight_decay": 0.01,
+        "max_epochs": 2,
+        "patience": 0,
+        "device": "cpu",
+        "amp": False,
+    },
     "evaluate": {"batch_size": 16, "warmup_batches": 1},
 }
 

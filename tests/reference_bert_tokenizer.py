@@ -1,5 +1,6 @@
 """A slow, independent pure-Python bert-base-uncased tokenizer (BasicTokenizer + WordPiece), the oracle
 for the `tokenizers`-based fast path. Written from the BERT reference algorithm, not from the library."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -23,8 +24,19 @@ def _is_punctuation(ch: str) -> bool:
 
 
 def _is_cjk(cp: int) -> bool:
-    return any(lo <= cp <= hi for lo, hi in [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-                                             (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)])
+    return any(
+        lo <= cp <= hi
+        for lo, hi in [
+            (0x4E00, 0x9FFF),
+            (0x3400, 0x4DBF),
+            (0x20000, 0x2A6DF),
+            (0x2A700, 0x2B73F),
+            (0x2B740, 0x2B81F),
+            (0x2B820, 0x2CEAF),
+            (0xF900, 0xFAFF),
+            (0x2F800, 0x2FA1F),
+        ]
+    )
 
 
 def basic_tokenize(text: str) -> list[str]:

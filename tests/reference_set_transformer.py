@@ -13,6 +13,7 @@ What the public MAB(Q, K) does, kept as it is (these differ from models/layers/s
 ISAB(X) = MAB1(X, MAB0(I, X)) with m learned inducing points I (Xavier-uniform); the first ISAB of an encoder
 takes the raw input width (no embedding layer before it).
 """
+
 from __future__ import annotations
 
 import math
@@ -65,11 +66,21 @@ class PublicISABEncoder(nn.Module):
     the encoder part seed 003 §4.1.2 compares, called as the set models are, ``model(x, mask)`` (the mask is
     ignored: the public blocks cannot exclude padding)."""
 
-    def __init__(self, dim_input: int, dim_output: int, dim_hidden: int = 32, num_heads: int = 4, num_inds: int = 60,
-                 num_layers: int = 3, ln: bool = True):
+    def __init__(
+        self,
+        dim_input: int,
+        dim_output: int,
+        dim_hidden: int = 32,
+        num_heads: int = 4,
+        num_inds: int = 60,
+        num_layers: int = 3,
+        ln: bool = True,
+    ):
         super().__init__()
         widths = [dim_input] + [dim_hidden] * num_layers
-        self.blocks = nn.ModuleList(PublicISAB(a, b, num_heads, num_inds, ln=ln) for a, b in zip(widths[:-1], widths[1:]))
+        self.blocks = nn.ModuleList(
+            PublicISAB(a, b, num_heads, num_inds, ln=ln) for a, b in zip(widths[:-1], widths[1:])
+        )
         self.out = nn.Linear(dim_hidden, dim_output)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

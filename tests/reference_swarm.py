@@ -16,6 +16,7 @@ Kept as they have it, on purpose (these are what make it slow, and what makes it
 Key names are theirs: ``cell.Wih``, ``cell.Whh``, ``cell.Whp``, ``ffwd``; stacked layers sit in
 ``mods`` of a MaskedSequential with a parameter-free non-linearity at the odd indices.
 """
+
 from __future__ import annotations
 
 import torch
@@ -65,8 +66,7 @@ class SwarmConvLSTMCell(nn.Module):
 
 
 class SwarmLayer(nn.Module):
-    def __init__(self, n_in, n_out, n_hidden, n_iter, dropout=0.0, pooling="MEAN", channel_first=True,
-                 cache=True):
+    def __init__(self, n_in, n_out, n_hidden, n_iter, dropout=0.0, pooling="MEAN", channel_first=True, cache=True):
         super().__init__()
         self.n_iter = n_iter
         self.cell = SwarmConvLSTMCell(n_in, n_hidden, pooling=pooling, cache=cache)

@@ -1,5 +1,6 @@
 """The authors' SwarmFormer module layout, written down from the issue's specification with their key
 names (nn.Sequential indices and all): the oracle that models.swarmformer must reproduce exactly."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Ablation grids: points from params.yaml, one isolated workspace per point, results the report reads."""
+
 from __future__ import annotations
 
 import copy
@@ -16,9 +17,16 @@ def toy_params(values=(1, 2)) -> dict:
     params = copy.deepcopy(load_params(profile="smoke"))
     params["tasks"]["toy_counting"]["train"].update(max_steps=40, eval_every=20, batch_size=16)
     params["tasks"]["toy_counting"]["options"].update(val_rows=64, test_rows=64)
-    params["ablations"] = {"layers": {"description": "depth", "task": "toy_counting", "models": ["transformer"],
-                                      "vary": {"tasks.toy_counting.model_overrides.num_layers": list(values)},
-                                      "stages": ["train", "evaluate"], "reuse": []}}
+    params["ablations"] = {
+        "layers": {
+            "description": "depth",
+            "task": "toy_counting",
+            "models": ["transformer"],
+            "vary": {"tasks.toy_counting.model_overrides.num_layers": list(values)},
+            "stages": ["train", "evaluate"],
+            "reuse": [],
+        }
+    }
     return params
 
 
@@ -48,7 +56,11 @@ def test_a_grid_sets_shared_values_on_every_point_without_naming_them():
         p = point_params(params, spec, point, "augment")
         imdb = p["tasks"]["imdb"]
         assert p["augment"]["enabled"] is enabled and imdb["seeds"] == [0, 1, 2]
-        assert (imdb["train"]["max_steps"], imdb["train"]["max_epochs"], imdb["model_overrides"]["seq_len"]) == (2000, 0, 128)
+        assert (imdb["train"]["max_steps"], imdb["train"]["max_epochs"], imdb["model_overrides"]["seq_len"]) == (
+            2000,
+            0,
+            128,
+        )
     with pytest.raises(SwarmlabError, match=r"ablations.g.set: 'seed.x' does not name a params section"):
         point_params(params, {"set": {"seed.x": 1}}, points[0], "g")
 
@@ -86,13 +98,20 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     results = ablate(params, "layers", out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
     assert [p["status"] for p in results["points"]] == ["ok", "ok"], results["points"]
     on_disk = json.loads((tmp_path / "reports" / "ablations" / "layers" / "results.json").read_text())
-    assert on_disk["monitor"] == "accuracy" and on_disk["command"].startswith("python -m pipelines.ablate --grid layers")
+    assert on_disk["monitor"] == "accuracy" and on_disk["command"].startswith(
+        "python -m pipelines.ablate --grid layers"
+    )
     one, two = on_disk["points"]
     assert one["train"]["transformer-seed0"]["num_params"] < two["train"]["transformer-seed0"]["num_params"]
     assert 0.0 <= two["evaluate"]["transformer-seed0"]["test_accuracy"] <= 1.0
     assert (tmp_path / "reports" / "ablations" / "layers" / "history" / "num_layers=2.csv").is_file()
     side = tmp_path / "outputs" / "ablations" / "layers" / "num_layers=2"
-    assert yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"]["num_layers"] == 2
+    assert (
+        yaml.safe_load((side / "params.yaml").read_text())["defaults"]["tasks"]["toy_counting"]["model_overrides"][
+            "num_layers"
+        ]
+        == 2
+    )
 
     from pipelines.common.paths import tracking_uri
 
@@ -101,7 +120,9 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
     assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
 
-    again = ablate(params, "layers", resume=True, out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    again = ablate(
+        params, "layers", resume=True, out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports"
+    )
     assert again["points"] == on_disk["points"]  # --resume reruns nothing
 
     write_report(params, reports=tmp_path / "reports", outputs=tmp_path / "outputs")

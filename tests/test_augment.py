@@ -2,6 +2,7 @@
 
 Tests that load NLTK's WordNet (~5-10 s once per session) are marked slow.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,26 @@ def resources():
 
 
 # --- generated reviews ------------------------------------------------------------------------------------
-POS_SENTENCES = ["This movie was a wonderful surprise.", "The acting is excellent and the story is moving.",
-                 "I loved the soundtrack.", "The director did a great job with the plot.",
-                 "Every scene looks beautiful.", "It is not boring for a single minute.",
-                 "The cast is superb, especially the lead actor.", "I would recommend this film to anyone."]
-NEG_SENTENCES = ["This movie was a terrible waste of time.", "The acting is awful and the story is dull.",
-                 "I hated the soundtrack.", "The director did a poor job with the plot.",
-                 "Every scene looks cheap and ugly.", "It is not interesting for a single minute.",
-                 "The cast is weak, especially the lead actor.", "I would not recommend this film to anyone."]
+POS_SENTENCES = [
+    "This movie was a wonderful surprise.",
+    "The acting is excellent and the story is moving.",
+    "I loved the soundtrack.",
+    "The director did a great job with the plot.",
+    "Every scene looks beautiful.",
+    "It is not boring for a single minute.",
+    "The cast is superb, especially the lead actor.",
+    "I would recommend this film to anyone.",
+]
+NEG_SENTENCES = [
+    "This movie was a terrible waste of time.",
+    "The acting is awful and the story is dull.",
+    "I hated the soundtrack.",
+    "The director did a poor job with the plot.",
+    "Every scene looks cheap and ugly.",
+    "It is not interesting for a single minute.",
+    "The cast is weak, especially the lead actor.",
+    "I would not recommend this film to anyone.",
+]
 
 
 def make_reviews(n: int, seed: int, split: str = "train") -> pa.Table:
@@ -54,8 +67,15 @@ def make_reviews(n: int, seed: int, split: str = "train") -> pa.Table:
         pool = POS_SENTENCES if label else NEG_SENTENCES
         sentences = rng.sample(pool, rng.randint(1, 6))
         text = " ".join(sentences[:2]) + ("<br /><br />" + " ".join(sentences[2:]) if len(sentences) > 2 else "")
-        rows.append(dict(uid=f"{split}/{'pos' if label else 'neg'}/{1000 + i}", text=text + f" Review {i}.",
-                         label=label, rating=8 if label else 2, review_id=1000 + i))
+        rows.append(
+            dict(
+                uid=f"{split}/{'pos' if label else 'neg'}/{1000 + i}",
+                text=text + f" Review {i}.",
+                label=label,
+                rating=8 if label else 2,
+                review_id=1000 + i,
+            )
+        )
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
@@ -112,7 +132,11 @@ def test_sentence_split_uses_paragraph_breaks_and_punkt_abbreviations(resources)
     from tasks.augmentation import split_sentences
 
     _, punkt = resources
-    assert split_sentences("Mr. Smith came.<br /><br />He left.<br/>Bye", punkt) == ["Mr. Smith came.", "He left.", "Bye"]
+    assert split_sentences("Mr. Smith came.<br /><br />He left.<br/>Bye", punkt) == [
+        "Mr. Smith came.",
+        "He left.",
+        "Bye",
+    ]
 
 
 # --- synonym replacement ----------------------------------------------------------------------------------
@@ -127,7 +151,9 @@ HAND_MADE = [
     "I love this movie and I hate its sequel; three stars out of ten for the sequel.",
 ]
 # Hand-picked words of unmistakable polarity, independent of the lexicon under test.
-CLEAR_POSITIVE = set("good great wonderful excellent brilliant beautiful superb amazing happy love interesting best better".split())
+CLEAR_POSITIVE = set(
+    "good great wonderful excellent brilliant beautiful superb amazing happy love interesting best better".split()
+)
 CLEAR_NEGATIVE = set("bad terrible awful dull boring stupid lame disaster garbage hate worse worst poor".split())
 
 
@@ -191,26 +217,48 @@ def test_synonyms_keep_text_between_words(resources):
 @slow
 def test_opinion_lexicon_and_pos_lookup(resources):
     lexicon, _ = resources
-    assert [lexicon.polarity(w) for w in ("good", "superb", "bad", "worst", "terribly", "movie")] == [1, 1, -1, -1, -1, 0]
+    assert [lexicon.polarity(w) for w in ("good", "superb", "bad", "worst", "terribly", "movie")] == [
+        1,
+        1,
+        -1,
+        -1,
+        -1,
+        0,
+    ]
     assert len(lexicon.opinion) > 300 and not set(lexicon.opinion) & lexicon.ambiguous
     assert lexicon.tag("movie", None) == ("n", "movie")
     assert lexicon.tag("films", None) == ("n", "film")
     assert lexicon.tag("watch", "to")[0] == "v" and lexicon.tag("watch", "the")[0] == "n"
     assert lexicon.tag("beautifully", None)[0] == "r"
-    assert "bad" in lexicon.antonyms("good", "a") and "bad" in lexicon.antonyms("superb")  # via its head adjective, good
+    assert "bad" in lexicon.antonyms("good", "a") and "bad" in lexicon.antonyms(
+        "superb"
+    )  # via its head adjective, good
 
 
 # --- the semantic check -----------------------------------------------------------------------------------
 @slow
-@pytest.mark.parametrize("parents, augmented, aligned, flipped", [
-    (["The film was good."], "The film was bad.", True, True),             # opposite polarity
-    (["The film was good."], "The film was fine.", True, True),            # polar -> ambiguous/neutral
-    (["The film was good."], "The picture was good.", True, False),
-    (["I saw it twice.<br /><br />Never again.<br /><br />Good acting."], "Good acting. Never again. I saw it twice.", False, False),
-    (["Give it to nobody<br /><br />Good acting though."], "Give it to nobody Good acting though.", False, True),  # into a negation's scope
-    (["A good film.", "A great cast."], "A good film. Moreover, a great cast.", False, False),
-    (["A good film.", "A great cast."], "A good film. Moreover, a bad cast.", False, True),
-])
+@pytest.mark.parametrize(
+    "parents, augmented, aligned, flipped",
+    [
+        (["The film was good."], "The film was bad.", True, True),  # opposite polarity
+        (["The film was good."], "The film was fine.", True, True),  # polar -> ambiguous/neutral
+        (["The film was good."], "The picture was good.", True, False),
+        (
+            ["I saw it twice.<br /><br />Never again.<br /><br />Good acting."],
+            "Good acting. Never again. I saw it twice.",
+            False,
+            False,
+        ),
+        (
+            ["Give it to nobody<br /><br />Good acting though."],
+            "Give it to nobody Good acting though.",
+            False,
+            True,
+        ),  # into a negation's scope
+        (["A good film.", "A great cast."], "A good film. Moreover, a great cast.", False, False),
+        (["A good film.", "A great cast."], "A good film. Moreover, a bad cast.", False, True),
+    ],
+)
 def test_sentiment_check(resources, parents, augmented, aligned, flipped):
     from tasks.augmentation import sentiment_flipped
 
@@ -233,7 +281,13 @@ AWKWARD = {
 @slow
 @pytest.mark.parametrize("name", list(AWKWARD))
 def test_awkward_reviews_are_handled(resources, name):
-    from tasks.augmentation import combine_reviews, replace_synonyms, sentiment_flipped, shuffle_sentences, split_sentences
+    from tasks.augmentation import (
+        combine_reviews,
+        replace_synonyms,
+        sentiment_flipped,
+        shuffle_sentences,
+        split_sentences,
+    )
 
     lexicon, punkt = resources
     text = AWKWARD[name]
@@ -260,7 +314,9 @@ def test_pick_is_exact_and_independent_of_order():
     picked = {uids[i] for i in pick(uids, 0.3, 7, "shuffle")}
     rev = uids[::-1]
     assert len(picked) == 300 and picked == {rev[i] for i in pick(rev, 0.3, 7, "shuffle")}
-    assert picked != {uids[i] for i in pick(uids, 0.3, 7, "synonym")} != {uids[i] for i in pick(uids, 0.3, 8, "shuffle")}
+    assert (
+        picked != {uids[i] for i in pick(uids, 0.3, 7, "synonym")} != {uids[i] for i in pick(uids, 0.3, 8, "shuffle")}
+    )
 
 
 def test_combos_share_a_label_and_have_distinct_parents():
@@ -275,8 +331,16 @@ def test_combos_share_a_label_and_have_distinct_parents():
     assert plans == plan_combos(uids[::-1], labels[::-1], AugmentConfig(), seed=3)
 
 
-@pytest.mark.parametrize("bad", [{"shuffle_fraction": 1.5}, {"keep_pair_p": -0.1}, {"combo_min": 1},
-                                 {"combo_min": 3, "combo_max": 2}, {"workers": 0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"shuffle_fraction": 1.5},
+        {"keep_pair_p": -0.1},
+        {"combo_min": 1},
+        {"combo_min": 3, "combo_max": 2},
+        {"workers": 0},
+    ],
+)
 def test_config_rejects_bad_values(bad):
     with pytest.raises(SwarmlabError):
         AugmentConfig(**bad)
@@ -292,7 +356,9 @@ def test_missing_nltk_data_names_the_folder(tmp_path):
 def test_ablation_is_one_top_level_override(tmp_path):
     text = PARAMS_FILE.read_text()
     assert "\naugment:\n  enabled: true\n" in text
-    (tmp_path / "params.yaml").write_text(text.replace("\naugment:\n  enabled: true\n", "\naugment:\n  enabled: false\n"))
+    (tmp_path / "params.yaml").write_text(
+        text.replace("\naugment:\n  enabled: true\n", "\naugment:\n  enabled: false\n")
+    )
     for profile in ("smoke", "cpu", "paper"):
         assert load_params(tmp_path / "params.yaml", profile)["augment"]["enabled"] is False
         assert load_params(profile=profile)["augment"]["enabled"] is True
@@ -313,7 +379,10 @@ def test_labels_preserved_and_rows_traceable(resources):
         if r["source"] == "original":
             assert r["parents"] == [r["uid"]] and r["text"] == originals[r["uid"]]["text"]
         else:
-            assert r["uid"].startswith(r["parents"][0] + "#" + r["source"]) and r["text"] != originals[r["parents"][0]]["text"]
+            assert (
+                r["uid"].startswith(r["parents"][0] + "#" + r["source"])
+                and r["text"] != originals[r["parents"][0]]["text"]
+            )
     counts = Counter(r["source"] for r in rows)
     assert counts["original"] == 60 and counts["combo"] == 15
     for kind in ("shuffle", "synonym"):

@@ -6,6 +6,7 @@ One good tiny pipeline (prepare -> augment -> tokenize -> train -> evaluate) is 
 case runs one stage as a user would (a subprocess with its own params file, environment or damaged input),
 restores what it damaged, and compares the whole work folder with the good run's snapshot.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -36,22 +36,41 @@ def base_params(source: Path) -> dict:
         "profile": "t",
         "paths": {"datasets": str(SHARED_DATASETS)},
         "defaults": yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"],
-        "profiles": {"t": {"prepare": {"source": str(source), "max_train": 0}, "tokenize": {"seq_len": 32},
-                           "augment": {"workers": 1},
-                           "tasks": {"imdb": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4}}},
-                           "train": {"max_epochs": 1, "batch_size": 8, "device": "cpu"},
-                           "evaluate": {"batch_size": 16, "warmup_batches": 1}}},
+        "profiles": {
+            "t": {
+                "prepare": {"source": str(source), "max_train": 0},
+                "tokenize": {"seq_len": 32},
+                "augment": {"workers": 1},
+                "tasks": {"imdb": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4}}},
+                "train": {"max_epochs": 1, "batch_size": 8, "device": "cpu"},
+                "evaluate": {"batch_size": 16, "warmup_batches": 1},
+            }
+        },
     }
 
 
 def run(stage: str, root: Path, params, *args, env=None, profile=True, timeout=300):
     path = root / "case.yaml"
     path.write_text(params if isinstance(params, str) else yaml.safe_dump(params))
-    full_env = {**os.environ, "SWARMLAB_WORKDIR": str(root), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0",
-                "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlruns.db'}", **(env or {})}
+    full_env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(root),
+        "OMP_NUM_THREADS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlruns.db'}",
+        **(env or {}),
+    }
     if "SWARMLAB_DATASETS" not in (env or {}):
         full_env.pop("SWARMLAB_DATASETS", None)
-    cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), *(["--profile", "t"] if profile else []), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        f"pipelines.{stage}",
+        "--params",
+        str(path),
+        *(["--profile", "t"] if profile else []),
+        *args,
+    ]
     return subprocess.run(cmd, cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -69,8 +88,13 @@ def snapshot(root: Path) -> dict[str, str]:
 def good(tmp_path_factory):
     root = tmp_path_factory.mktemp("good")
     params = base_params(write_parquet_folder(root / "src", 12))
-    for stage, extra in (("prepare", ()), ("augment", ()), ("tokenize", ()), ("train", ("--no-tracking",)),
-                         ("evaluate", ("--no-tracking",))):
+    for stage, extra in (
+        ("prepare", ()),
+        ("augment", ()),
+        ("tokenize", ()),
+        ("train", ("--no-tracking",)),
+        ("evaluate", ("--no-tracking",)),
+    ):
         proc = run(stage, root, params, *extra)
         assert proc.returncode == 0, (stage, proc.stderr[-3000:])
     return root, params, snapshot(root)
@@ -81,6 +105,7 @@ def good(tmp_path_factory):
 
 def setp(path: str, value):
     """A mutator setting ``profiles.t.<path>`` (or a top-level path starting with ``/``)."""
+
     def mutate(raw):
         keys = path.lstrip("/").split(".") if path.startswith("/") else ["profiles", "t", *path.split(".")]
         node = raw
@@ -88,6 +113,7 @@ def setp(path: str, value):
             node = node.setdefault(k, {})
         node[keys[-1]] = value
         return raw
+
     return mutate
 
 
@@ -109,15 +135,19 @@ def set_first(column: str, value):
     def change(table):
         values = table.column(column).to_pylist()
         values[0] = value
-        return table.set_column(table.column_names.index(column), column, pa.array(values, table.schema.field(column).type))
+        return table.set_column(
+            table.column_names.index(column), column, pa.array(values, table.schema.field(column).type)
+        )
+
     return change
 
 
 def token_id_above_vocab(table):
     ids = table.column("input_ids").to_pylist()
     ids[3] = [40000] + ids[3][1:]
-    return table.set_column(table.column_names.index("input_ids"), "input_ids",
-                            pa.array(ids, table.schema.field("input_ids").type))
+    return table.set_column(
+        table.column_names.index("input_ids"), "input_ids", pa.array(ids, table.schema.field("input_ids").type)
+    )
 
 
 class Evil:
@@ -136,99 +166,395 @@ TRAIN_DIR = "outputs/train/imdb/swarmformer_small-seed0"
 # (id, stage, params mutation, extra args, env, file to damage, damage, expected fragment of the one line)
 CASES = [
     # settings: ranges, types, choices
-    ("grad_clip<0", "train", setp("train.grad_clip", -1.0), (), {}, None, None, "train.grad_clip must be >= 0, got -1.0"),
+    (
+        "grad_clip<0",
+        "train",
+        setp("train.grad_clip", -1.0),
+        (),
+        {},
+        None,
+        None,
+        "train.grad_clip must be >= 0, got -1.0",
+    ),
     ("patience<0", "train", setp("train.patience", -1), (), {}, None, None, "train.patience must be >= 0, got -1"),
     ("weight_decay<0", "train", setp("train.weight_decay", -0.5), (), {}, None, None, "train.weight_decay must be"),
-    ("lr nan", "train", setp("train.lr", float("nan")), (), {}, None, None, "train.lr must be a finite number > 0, got nan"),
-    ("lr inf", "train", setp("train.lr", float("inf")), (), {}, None, None, "train.lr must be a finite number > 0, got inf"),
+    (
+        "lr nan",
+        "train",
+        setp("train.lr", float("nan")),
+        (),
+        {},
+        None,
+        None,
+        "train.lr must be a finite number > 0, got nan",
+    ),
+    (
+        "lr inf",
+        "train",
+        setp("train.lr", float("inf")),
+        (),
+        {},
+        None,
+        None,
+        "train.lr must be a finite number > 0, got inf",
+    ),
     ("lr as text", "train", setp("train.lr", "fast"), (), {}, None, None, "train.lr must be a float"),
-    ("batch > split", "train", setp("train.batch_size", 10**8), (), {}, None, None, "is larger than the training split"),
+    (
+        "batch > split",
+        "train",
+        setp("train.batch_size", 10**8),
+        (),
+        {},
+        None,
+        None,
+        "is larger than the training split",
+    ),
     ("threads<0", "train", setp("train.num_threads", -2), (), {}, None, None, "train.num_threads must be >= 0, got -2"),
-    ("cuda on cpu", "train", setp("train.device", "cuda"), (), {}, None, None, "train.device 'cuda' but this machine has"),
+    (
+        "cuda on cpu",
+        "train",
+        setp("train.device", "cuda"),
+        (),
+        {},
+        None,
+        None,
+        "train.device 'cuda' but this machine has",
+    ),
     ("bad device", "train", setp("train.device", "tpu9"), (), {}, None, None, "train.device 'tpu9' is not a device"),
     ("amp half", "train", setp("train.amp", "half"), (), {}, None, None, "amp must be one of fp32, bf16, auto"),
-    ("plateau", "train", setp("train.plateau", "wait"), (), {}, None, None, "train.plateau must be one of stop, backtrack"),
+    (
+        "plateau",
+        "train",
+        setp("train.plateau", "wait"),
+        (),
+        {},
+        None,
+        None,
+        "train.plateau must be one of stop, backtrack",
+    ),
     ("epochs text", "train", setp("train.max_epochs", "3"), (), {}, None, None, "train.max_epochs must be a int"),
     ("never ends", "train", setp("train.max_epochs", 0), (), {}, None, None, "training would never end"),
-    ("task train lr 0", "train", setp("tasks.imdb.train", {"lr": 0}), (), {}, None, None,
-     "tasks.imdb.train.lr must be > 0, got 0"),
-    ("task train key", "train", setp("tasks.imdb.train", {"learning_rate": 0.1}), (), {}, None, None,
-     "tasks.imdb.train: unknown key(s) 'learning_rate'"),
-    ("unknown model", "train", setp("tasks.imdb.models", ["swarmformer_smal"]), (), {}, None, None,
-     "unknown model 'swarmformer_smal'; did you mean swarmformer_small"),
+    (
+        "task train lr 0",
+        "train",
+        setp("tasks.imdb.train", {"lr": 0}),
+        (),
+        {},
+        None,
+        None,
+        "tasks.imdb.train.lr must be > 0, got 0",
+    ),
+    (
+        "task train key",
+        "train",
+        setp("tasks.imdb.train", {"learning_rate": 0.1}),
+        (),
+        {},
+        None,
+        None,
+        "tasks.imdb.train: unknown key(s) 'learning_rate'",
+    ),
+    (
+        "unknown model",
+        "train",
+        setp("tasks.imdb.models", ["swarmformer_smal"]),
+        (),
+        {},
+        None,
+        None,
+        "unknown model 'swarmformer_smal'; did you mean swarmformer_small",
+    ),
     ("good,bogus", "train", None, ("--models", "swarmformer_small,bogus"), {}, None, None, "unknown model 'bogus'"),
-    ("model of another kind", "train", setp("tasks.imdb.models", ["swarm"]), (), {}, None, None,
-     "model 'swarm' takes 'set' inputs but task 'imdb'"),
-    ("3 classes for 2", "train", setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 4,
-                                                                     "num_classes": 3}), (), {}, None, None,
-     "tasks.imdb.model_overrides.num_classes=3 contradicts the data"),
-    ("model config", "train", setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 5}), (), {},
-     None, None, "seq_len=32 is not divisible by cluster_size=5"),
-    ("unknown option", "train", setp("tasks.imdb.options", {"data_dir": "data/tokenized", "colour": 1}), (), {}, None, None,
-     "unknown key 'tasks.imdb.options.colour'"),
-    ("no data", "train", setp("tasks.imdb.options", {"data_dir": "data/nothing"}), (), {}, None, None,
-     "data/nothing/meta.json is missing"),
+    (
+        "model of another kind",
+        "train",
+        setp("tasks.imdb.models", ["swarm"]),
+        (),
+        {},
+        None,
+        None,
+        "model 'swarm' takes 'set' inputs but task 'imdb'",
+    ),
+    (
+        "3 classes for 2",
+        "train",
+        setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 4, "num_classes": 3}),
+        (),
+        {},
+        None,
+        None,
+        "tasks.imdb.model_overrides.num_classes=3 contradicts the data",
+    ),
+    (
+        "model config",
+        "train",
+        setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 5}),
+        (),
+        {},
+        None,
+        None,
+        "seq_len=32 is not divisible by cluster_size=5",
+    ),
+    (
+        "unknown option",
+        "train",
+        setp("tasks.imdb.options", {"data_dir": "data/tokenized", "colour": 1}),
+        (),
+        {},
+        None,
+        None,
+        "unknown key 'tasks.imdb.options.colour'",
+    ),
+    (
+        "no data",
+        "train",
+        setp("tasks.imdb.options", {"data_dir": "data/nothing"}),
+        (),
+        {},
+        None,
+        None,
+        "data/nothing/meta.json is missing",
+    ),
     ("unknown task", "train", None, ("--task", "imbd"), {}, None, None, "unknown task 'imbd'; did you mean imdb?"),
     ("resume+restart", "train", None, ("--resume", "--restart"), {}, None, None, "--resume and --restart contradict"),
     ("no profile key", "train", delete_profile_key, (), {}, None, None, "has no `profile:` key"),
     ("yaml syntax", "train", yaml_syntax_error, (), {}, None, None, "case.yaml:"),
-    ("top-level evaluate", "train", setp("/evaluate", {"batch_size": 4}), (), {}, None, None,
-     "unknown top-level key(s) ['evaluate']"),
+    (
+        "top-level evaluate",
+        "train",
+        setp("/evaluate", {"batch_size": 4}),
+        (),
+        {},
+        None,
+        None,
+        "unknown top-level key(s) ['evaluate']",
+    ),
     ("unknown key", "train", setp("train.learning_rate", 0.1), (), {}, None, None, "unknown key 'train.learning_rate'"),
     ("negative seed", "prepare", setp("/defaults.seed", -1), (), {}, None, None, "seed must be >= 0, got -1"),
-    ("max_test<0", "prepare", setp("prepare.max_test", -5), (), {}, None, None, "prepare.max_test must be >= 0, got -5"),
-    ("val_fraction", "prepare", setp("prepare.val_fraction", 1.5), (), {}, None, None, "prepare.val_fraction must be > 0"),
-    ("word_rate", "augment", setp("augment.word_rate", 2.0), (), {}, None, None, "augment.word_rate must be >= 0 and <= 1"),
+    (
+        "max_test<0",
+        "prepare",
+        setp("prepare.max_test", -5),
+        (),
+        {},
+        None,
+        None,
+        "prepare.max_test must be >= 0, got -5",
+    ),
+    (
+        "val_fraction",
+        "prepare",
+        setp("prepare.val_fraction", 1.5),
+        (),
+        {},
+        None,
+        None,
+        "prepare.val_fraction must be > 0",
+    ),
+    (
+        "word_rate",
+        "augment",
+        setp("augment.word_rate", 2.0),
+        (),
+        {},
+        None,
+        None,
+        "augment.word_rate must be >= 0 and <= 1",
+    ),
     ("combo min>max", "augment", setp("augment.combo_min", 4), (), {}, None, None, "augment.combo_max (3)"),
-    ("seq_len 1", "tokenize", setp("tokenize.seq_len", 1), (), {}, None, None, "tokenize.seq_len must be >= 2 and <= 65536, got 1"),
+    (
+        "seq_len 1",
+        "tokenize",
+        setp("tokenize.seq_len", 1),
+        (),
+        {},
+        None,
+        None,
+        "tokenize.seq_len must be >= 2 and <= 65536, got 1",
+    ),
     ("eval batch 0", "evaluate", setp("evaluate.batch_size", 0), (), {}, None, None, "evaluate.batch_size must be"),
-    ("sweep inf bound", "sweep", setp("/defaults.sweep.spaces.imdb.swarmformer*.lr", {"loguniform": [1.0e-4, float("inf")]}),
-     ("--no-tracking",), {}, None, None, "bounds must be finite numbers"),
-    ("sweep samples", "sweep", setp("sweep.num_samples", 0), ("--no-tracking",), {}, None, None,
-     "sweep.num_samples must be >= 1, got 0"),
+    (
+        "sweep inf bound",
+        "sweep",
+        setp("/defaults.sweep.spaces.imdb.swarmformer*.lr", {"loguniform": [1.0e-4, float("inf")]}),
+        ("--no-tracking",),
+        {},
+        None,
+        None,
+        "bounds must be finite numbers",
+    ),
+    (
+        "sweep samples",
+        "sweep",
+        setp("sweep.num_samples", 0),
+        ("--no-tracking",),
+        {},
+        None,
+        None,
+        "sweep.num_samples must be >= 1, got 0",
+    ),
     # environment
-    ("tracking down", "train", None, (), {"MLFLOW_TRACKING_URI": "http://127.0.0.1:{port}"}, None, None,
-     "no MLflow server answers at http://127.0.0.1:"),
+    (
+        "tracking down",
+        "train",
+        None,
+        (),
+        {"MLFLOW_TRACKING_URI": "http://127.0.0.1:{port}"},
+        None,
+        None,
+        "no MLflow server answers at http://127.0.0.1:",
+    ),
     ("tracking no scheme", "evaluate", None, (), {"MLFLOW_TRACKING_URI": "nonsense"}, None, None, "is a file store"),
     ("progress=maybe", "train", None, (), {"SWARMLAB_PROGRESS": "maybe"}, None, None, "SWARMLAB_PROGRESS='maybe'"),
-    ("datasets missing", "prepare", setp("prepare.source", ""), (), {"SWARMLAB_DATASETS": "/no/such/folder"}, None, None,
-     "datasets folder /no/such/folder does not exist"),
+    (
+        "datasets missing",
+        "prepare",
+        setp("prepare.source", ""),
+        (),
+        {"SWARMLAB_DATASETS": "/no/such/folder"},
+        None,
+        None,
+        "datasets folder /no/such/folder does not exist",
+    ),
     # data checked where it is read
-    ("damaged tokenized", "train", None, ("--no-tracking",), {}, "data/tokenized/train-001.parquet",
-     lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "train-001.parquet"),
-    ("id above vocab", "train", None, ("--no-tracking",), {}, "data/tokenized/train-000.parquet",
-     lambda p: rewrite_parquet(p, token_id_above_vocab), "row 3: token id 40000 outside the vocabulary of 30522"),
-    ("meta vocab small", "train", None, ("--no-tracking",), {}, "data/tokenized/meta.json",
-     lambda p: p.write_text(p.read_text().replace('"vocab_size": 30522', '"vocab_size": 100')),
-     "outside the vocabulary of 100"),
-    ("label 5", "train", None, ("--no-tracking",), {}, "data/tokenized/val-000.parquet",
-     lambda p: rewrite_parquet(p, set_first("label", 5)), "val-000.parquet row 0: label 5 outside 0..1"),
-    ("random bytes val", "tokenize", None, (), {}, "data/augmented/val-000.parquet",
-     lambda p: p.write_bytes(os.urandom(512)), "val-000.parquet"),
-    ("prepared val junk", "augment", None, (), {}, "data/prepared/val-000.parquet",
-     lambda p: p.write_bytes(os.urandom(512)), "cannot read"),
-    ("empty review", "augment", None, (), {}, "data/prepared/test-000.parquet",
-     lambda p: rewrite_parquet(p, set_first("text", "   ")), "test-000.parquet row 0: an empty review text"),
-    ("null review", "augment", None, (), {}, "data/prepared/train-000.parquet",
-     lambda p: rewrite_parquet(p, set_first("text", None)), "train-000.parquet row 0: no review text"),
+    (
+        "damaged tokenized",
+        "train",
+        None,
+        ("--no-tracking",),
+        {},
+        "data/tokenized/train-001.parquet",
+        lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+        "train-001.parquet",
+    ),
+    (
+        "id above vocab",
+        "train",
+        None,
+        ("--no-tracking",),
+        {},
+        "data/tokenized/train-000.parquet",
+        lambda p: rewrite_parquet(p, token_id_above_vocab),
+        "row 3: token id 40000 outside the vocabulary of 30522",
+    ),
+    (
+        "meta vocab small",
+        "train",
+        None,
+        ("--no-tracking",),
+        {},
+        "data/tokenized/meta.json",
+        lambda p: p.write_text(p.read_text().replace('"vocab_size": 30522', '"vocab_size": 100')),
+        "outside the vocabulary of 100",
+    ),
+    (
+        "label 5",
+        "train",
+        None,
+        ("--no-tracking",),
+        {},
+        "data/tokenized/val-000.parquet",
+        lambda p: rewrite_parquet(p, set_first("label", 5)),
+        "val-000.parquet row 0: label 5 outside 0..1",
+    ),
+    (
+        "random bytes val",
+        "tokenize",
+        None,
+        (),
+        {},
+        "data/augmented/val-000.parquet",
+        lambda p: p.write_bytes(os.urandom(512)),
+        "val-000.parquet",
+    ),
+    (
+        "prepared val junk",
+        "augment",
+        None,
+        (),
+        {},
+        "data/prepared/val-000.parquet",
+        lambda p: p.write_bytes(os.urandom(512)),
+        "cannot read",
+    ),
+    (
+        "empty review",
+        "augment",
+        None,
+        (),
+        {},
+        "data/prepared/test-000.parquet",
+        lambda p: rewrite_parquet(p, set_first("text", "   ")),
+        "test-000.parquet row 0: an empty review text",
+    ),
+    (
+        "null review",
+        "augment",
+        None,
+        (),
+        {},
+        "data/prepared/train-000.parquet",
+        lambda p: rewrite_parquet(p, set_first("text", None)),
+        "train-000.parquet row 0: no review text",
+    ),
     # checkpoints
-    ("truncated checkpoint", "evaluate", None, ("--no-tracking",), {}, f"{TRAIN_DIR}/best.pt",
-     lambda p: p.write_bytes(p.read_bytes()[:1000]), "best.pt is damaged or not a torch checkpoint"),
-    ("foreign checkpoint", "evaluate", None, ("--no-tracking",), {}, f"{TRAIN_DIR}/best.pt",
-     lambda p: torch.save({"w": torch.zeros(2)}, p), "does not fit SwarmFormer"),
-    ("unsafe pickle", "evaluate", None, ("--no-tracking",), {}, f"{TRAIN_DIR}/best.pt",
-     lambda p: torch.save({"x": Evil()}, p), "was refused: it holds objects other than tensors"),
+    (
+        "truncated checkpoint",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/best.pt",
+        lambda p: p.write_bytes(p.read_bytes()[:1000]),
+        "best.pt is damaged or not a torch checkpoint",
+    ),
+    (
+        "foreign checkpoint",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/best.pt",
+        lambda p: torch.save({"w": torch.zeros(2)}, p),
+        "does not fit SwarmFormer",
+    ),
+    (
+        "unsafe pickle",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/best.pt",
+        lambda p: torch.save({"x": Evil()}, p),
+        "was refused: it holds objects other than tensors",
+    ),
     # resume
-    ("resume, lr changed", "train", setp("train.lr", 3.0e-4), ("--resume", "--no-tracking"), {}, None, None,
-     "--resume refused"),
-    ("resume, dropout changed", "train", setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 4,
-                                                                             "dropout": 0.3}),
-     ("--resume", "--no-tracking"), {}, None, None, "model.dropout 0.4 -> 0.3"),
+    (
+        "resume, lr changed",
+        "train",
+        setp("train.lr", 3.0e-4),
+        ("--resume", "--no-tracking"),
+        {},
+        None,
+        None,
+        "--resume refused",
+    ),
+    (
+        "resume, dropout changed",
+        "train",
+        setp("tasks.imdb.model_overrides", {"seq_len": 32, "d_model": 16, "cluster_size": 4, "dropout": 0.3}),
+        ("--resume", "--no-tracking"),
+        {},
+        None,
+        None,
+        "model.dropout 0.4 -> 0.3",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "stage", "mutate", "args", "env", "target", "damage", "fragment"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("case", "stage", "mutate", "args", "env", "target", "damage", "fragment"), CASES, ids=[c[0] for c in CASES]
+)
 def test_bad_input_is_one_line_and_costs_nothing(good, case, stage, mutate, args, env, target, damage, fragment):
     root, params, before = good
     raw = mutate(copy.deepcopy(params)) if mutate else params
@@ -282,13 +608,22 @@ def test_a_raised_max_epochs_continues_a_finished_run(good, tmp_path):
 # --------------------------------------------------------------------------------------- kill -9 mid-write
 
 
-STAGES = [("prepare", "data/prepared", ()), ("augment", "data/augmented", ()), ("tokenize", "data/tokenized", ()),
-          ("train", "outputs/train/imdb", ("--no-tracking", "--restart")), ("evaluate", "reports/evaluate/imdb", ("--no-tracking",))]
+STAGES = [
+    ("prepare", "data/prepared", ()),
+    ("augment", "data/augmented", ()),
+    ("tokenize", "data/tokenized", ()),
+    ("train", "outputs/train/imdb", ("--no-tracking", "--restart")),
+    ("evaluate", "reports/evaluate/imdb", ("--no-tracking",)),
+]
 
 
 def leftovers(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for top in ("data", "outputs", "reports") for p in (root / top).rglob(".*")
-                  if ".tmp-" in p.name or p.name.endswith((".run", ".old")))
+    return sorted(
+        str(p.relative_to(root))
+        for top in ("data", "outputs", "reports")
+        for p in (root / top).rglob(".*")
+        if ".tmp-" in p.name or p.name.endswith((".run", ".old"))
+    )
 
 
 @pytest.mark.parametrize(("stage", "output", "args"), STAGES, ids=[s[0] for s in STAGES])
@@ -296,12 +631,22 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
     root, params, before = good
     work = tmp_path / "w"
     subprocess.run(["cp", "-a", f"{root}/.", str(work)], check=True)
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0",
-           "SWARMLAB_HOLD_BEFORE_SWAP_S": "30"}
+    env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(work),
+        "OMP_NUM_THREADS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "SWARMLAB_HOLD_BEFORE_SWAP_S": "30",
+    }
     path = work / "case.yaml"
     path.write_text(yaml.safe_dump(params))
-    proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     parent = (work / output).parent if stage != "train" else work / output
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:  # until its temporary output exists

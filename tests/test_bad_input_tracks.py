@@ -9,6 +9,7 @@ params file or a damaged input), restores what it damaged, and compares the whol
 Cases that damage a file *and* re-record its hash in meta.json reach the checks behind the hash (labels, NaN,
 shapes), which guard folders that were built bad.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,52 +42,115 @@ def base_params(root: Path) -> dict:
     d = lambda key: str(root / "data" / key)  # noqa: E731
     tiny_long = {"d_model": 16, "transformer": {"num_layers": 1, "num_heads": 2}}
     long_train = {"max_epochs": 1, "max_steps": 2, "batch_size": 8, "patience": 0}
-    image_train = {"max_epochs": 0, "max_steps": 2, "eval_every": 2, "time_budget_s": 0.0, "batch_size": 8,
-                   "plateau": "stop", "num_threads": 1}
+    image_train = {
+        "max_epochs": 0,
+        "max_steps": 2,
+        "eval_every": 2,
+        "time_budget_s": 0.0,
+        "batch_size": 8,
+        "plateau": "stop",
+        "num_threads": 1,
+    }
     image_model = {"dim": 8, "dim_hidden": 8, "n_iter": 1}
     return {
         "profile": "t",
         "paths": {"datasets": str(SHARED_DATASETS)},
         "defaults": yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"],
-        "profiles": {"t": {
-            "train": {"device": "cpu", "patience": 0},
-            "evaluate": {"batch_size": 32, "warmup_batches": 0},
-            "sample": {"num_samples": 10},
-            "tasks": {
-                "clustering_direct": {
-                    "models": ["swarm", "set_linear_mean", "set_transformer_sab"],
-                    "model_overrides": {"dim_hidden": 8, "num_layers": 1, "swarm": {"n_iter": 1}},
-                    "train": {"max_epochs": 1, "time_budget_s": 0.0, "batch_size": 10},
-                    "options": {"data_dir": d("clustering_direct"), "train_tasks": 20, "val_tasks": 6, "test_tasks": 6,
-                                "n_min": 10, "n_max": 20, "k_min": 2, "k_max": 3}},
-                "clustering_mog": {
-                    "models": ["swarm"], "model_overrides": {"swarm": {"head": "mean", "dim_hidden": 8, "n_iter": 1}},
-                    "train": {"max_steps": 2, "eval_every": 2, "lr_decay_at": 0.0},
-                    "options": {"data_dir": d("clustering_mog"), "n_min": 10, "n_max": 20, "val_tasks": 6,
-                                "test_tasks": 6}},
-                "mnist": {"models": ["swarm_transformer_small"], "model_overrides": image_model, "train": image_train,
-                          "options": {"data_dir": d("mnist"), "val_size": 16, "max_train": 32, "max_test": 16}},
-                "fashion_mnist": {"models": ["swarm_transformer_small"], "model_overrides": image_model,
-                                  "train": image_train,
-                                  "options": {"data_dir": d("fashion_mnist"), "val_size": 16, "max_train": 32,
-                                              "max_test": 16}},
-                "lra_text": {"models": ["transformer"], "model_overrides": tiny_long, "train": long_train,
-                             "options": {"data_dir": d("lra_text"), "source_dir": d("prepared"), "max_len": 256,
-                                         "max_train": 16, "max_val": 8, "max_test": 8}},
-                "listops": {"models": ["transformer"], "model_overrides": tiny_long, "train": long_train,
-                            "options": {"data_dir": d("listops"), "train_rows": 16, "val_rows": 8, "test_rows": 8,
-                                        "max_depth": 4, "min_length": 10, "max_length": 120, "max_len": 128}},
-                "arxiv11": {"models": ["transformer"], "model_overrides": tiny_long,
-                            "options": {"data_dir": d("arxiv11"), "max_len": 256}},
-            }}},
+        "profiles": {
+            "t": {
+                "train": {"device": "cpu", "patience": 0},
+                "evaluate": {"batch_size": 32, "warmup_batches": 0},
+                "sample": {"num_samples": 10},
+                "tasks": {
+                    "clustering_direct": {
+                        "models": ["swarm", "set_linear_mean", "set_transformer_sab"],
+                        "model_overrides": {"dim_hidden": 8, "num_layers": 1, "swarm": {"n_iter": 1}},
+                        "train": {"max_epochs": 1, "time_budget_s": 0.0, "batch_size": 10},
+                        "options": {
+                            "data_dir": d("clustering_direct"),
+                            "train_tasks": 20,
+                            "val_tasks": 6,
+                            "test_tasks": 6,
+                            "n_min": 10,
+                            "n_max": 20,
+                            "k_min": 2,
+                            "k_max": 3,
+                        },
+                    },
+                    "clustering_mog": {
+                        "models": ["swarm"],
+                        "model_overrides": {"swarm": {"head": "mean", "dim_hidden": 8, "n_iter": 1}},
+                        "train": {"max_steps": 2, "eval_every": 2, "lr_decay_at": 0.0},
+                        "options": {
+                            "data_dir": d("clustering_mog"),
+                            "n_min": 10,
+                            "n_max": 20,
+                            "val_tasks": 6,
+                            "test_tasks": 6,
+                        },
+                    },
+                    "mnist": {
+                        "models": ["swarm_transformer_small"],
+                        "model_overrides": image_model,
+                        "train": image_train,
+                        "options": {"data_dir": d("mnist"), "val_size": 16, "max_train": 32, "max_test": 16},
+                    },
+                    "fashion_mnist": {
+                        "models": ["swarm_transformer_small"],
+                        "model_overrides": image_model,
+                        "train": image_train,
+                        "options": {"data_dir": d("fashion_mnist"), "val_size": 16, "max_train": 32, "max_test": 16},
+                    },
+                    "lra_text": {
+                        "models": ["transformer"],
+                        "model_overrides": tiny_long,
+                        "train": long_train,
+                        "options": {
+                            "data_dir": d("lra_text"),
+                            "source_dir": d("prepared"),
+                            "max_len": 256,
+                            "max_train": 16,
+                            "max_val": 8,
+                            "max_test": 8,
+                        },
+                    },
+                    "listops": {
+                        "models": ["transformer"],
+                        "model_overrides": tiny_long,
+                        "train": long_train,
+                        "options": {
+                            "data_dir": d("listops"),
+                            "train_rows": 16,
+                            "val_rows": 8,
+                            "test_rows": 8,
+                            "max_depth": 4,
+                            "min_length": 10,
+                            "max_length": 120,
+                            "max_len": 128,
+                        },
+                    },
+                    "arxiv11": {
+                        "models": ["transformer"],
+                        "model_overrides": tiny_long,
+                        "options": {"data_dir": d("arxiv11"), "max_len": 256},
+                    },
+                },
+            }
+        },
     }
 
 
 def run(stage: str, root: Path, params, *args, env=None, timeout=300):
     path = root / "case.yaml"
     path.write_text(params if isinstance(params, str) else yaml.safe_dump(params))
-    full_env = {**os.environ, "SWARMLAB_WORKDIR": str(root), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0",
-                "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlruns.db'}", **(env or {})}
+    full_env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(root),
+        "OMP_NUM_THREADS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlruns.db'}",
+        **(env or {}),
+    }
     full_env.pop("SWARMLAB_DATASETS", None)
     tracking = ("--no-tracking",) if stage in ("train", "evaluate") else ()  # MLflow's own log lines stay out of stderr
     cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args, *tracking]
@@ -121,8 +185,9 @@ def good(tmp_path_factory):
     frontier(params, "clustering_direct", report_root=reports)
     sweep = reports / "sweep" / "clustering_direct"
     sweep.mkdir(parents=True)
-    (sweep / "summary.csv").write_text("model,trial,status,params,num_params,best_val_loss\n"
-                                       "swarm,t0,ok,dim_hidden=16,900,1.5\n")
+    (sweep / "summary.csv").write_text(
+        "model,trial,status,params,num_params,best_val_loss\nswarm,t0,ok,dim_hidden=16,900,1.5\n"
+    )
     return root, raw, snapshot(root)
 
 
@@ -131,6 +196,7 @@ def good(tmp_path_factory):
 
 def setp(path: str, value):
     """A mutator setting ``profiles.t.<path>``."""
+
     def mutate(raw):
         node = raw["profiles"]["t"]
         keys = path.split(".")
@@ -138,6 +204,7 @@ def setp(path: str, value):
             node = node.setdefault(k, {})
         node[keys[-1]] = value
         return raw
+
     return mutate
 
 
@@ -146,6 +213,7 @@ def both(*mutators):
         for m in mutators:
             raw = m(raw)
         return raw
+
     return mutate
 
 
@@ -163,6 +231,7 @@ def edit_parquet(rel: str, change, *, rehash: str | None = None):
         pq.write_table(change(pq.read_table(path)), path)
         if rehash:
             rerecord(path.parent, rehash)
+
     return damage
 
 
@@ -170,7 +239,10 @@ def set_list_value(column: str, row: int, pos: int, value):
     def change(table):
         rows = table.column(column).to_pylist()
         rows[row][pos] = value
-        return table.set_column(table.column_names.index(column), column, pa.array(rows, table.schema.field(column).type))
+        return table.set_column(
+            table.column_names.index(column), column, pa.array(rows, table.schema.field(column).type)
+        )
+
     return change
 
 
@@ -178,7 +250,10 @@ def set_value(column: str, row: int, value):
     def change(table):
         rows = table.column(column).to_pylist()
         rows[row] = value
-        return table.set_column(table.column_names.index(column), column, pa.array(rows, table.schema.field(column).type))
+        return table.set_column(
+            table.column_names.index(column), column, pa.array(rows, table.schema.field(column).type)
+        )
+
     return change
 
 
@@ -192,6 +267,7 @@ def edit_npz(rel: str, change, *, rehash: bool = True):
             np.savez(f, **arrays)
         if rehash:
             rerecord(path.parent, path.stem)
+
     return damage
 
 
@@ -201,6 +277,7 @@ def truncate(rel: str, *, rehash: str | None = None):
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
         if rehash:
             rerecord(path.parent, rehash)
+
     return damage
 
 
@@ -209,6 +286,7 @@ def flip_byte(rel: str):
         data = bytearray((root / rel).read_bytes())
         data[len(data) // 2] ^= 0xFF
         (root / rel).write_bytes(bytes(data))
+
     return damage
 
 
@@ -229,6 +307,7 @@ def edit_json(rel: str, change):
         data = json.loads((root / rel).read_text())
         change(data)
         (root / rel).write_text(json.dumps(data))
+
     return damage
 
 
@@ -236,6 +315,7 @@ def scale_weights(rel: str):
     def damage(root):
         state = torch.load(root / rel, weights_only=True)
         torch.save({k: v * 2 if v.is_floating_point() else v for k, v in state.items()}, root / rel)
+
     return damage
 
 
@@ -243,8 +323,9 @@ def arxiv_one_class(root):
     src = root / "arxiv_src"
     src.mkdir(exist_ok=True)
     for split, n in (("train", 6), ("test", 3)):
-        (src / f"{split}.jsonl").write_text("".join(json.dumps({"text": f"a paper on vision {i}", "label": "cs.CV"}) + "\n"
-                                                    for i in range(n)))
+        (src / f"{split}.jsonl").write_text(
+            "".join(json.dumps({"text": f"a paper on vision {i}", "label": "cs.CV"}) + "\n" for i in range(n))
+        )
 
 
 def _mog_val_as_direct(root):
@@ -262,134 +343,548 @@ CASES = [
     # --- runs that diverged (the previous run must stay)
     ("mnist lr 1e4", "train", "mnist", setp("tasks.mnist.train.lr", 1e4), (), (), None, "diverged"),
     ("fashion lr 1e4", "train", "fashion_mnist", setp("tasks.fashion_mnist.train.lr", 1e4), (), (), None, "diverged"),
-    ("set_linear_mean huge lr", "train", "clustering_direct", setp("tasks.clustering_direct.train.lr", 1e8),
-     ("--models", "set_linear_mean"), (), None, "clustering_direct/set_linear_mean-seed0 diverged"),
-    ("mog huge lr", "train", "clustering_mog", setp("tasks.clustering_mog.train.lr", 1e8), (), (), None,
-     "[swarm-seed0] non-finite validation loss"),
-    ("lra_text huge lr", "train", "lra_text", both(setp("tasks.lra_text.train.lr", 1e6), setp("train.grad_clip", 0.0)),
-     (), (), None, "transformer-seed0"),
-    ("listops huge lr", "train", "listops", both(setp("tasks.listops.train.lr", 1e6), setp("train.grad_clip", 0.0)),
-     (), (), None, "transformer-seed0"),
+    (
+        "set_linear_mean huge lr",
+        "train",
+        "clustering_direct",
+        setp("tasks.clustering_direct.train.lr", 1e8),
+        ("--models", "set_linear_mean"),
+        (),
+        None,
+        "clustering_direct/set_linear_mean-seed0 diverged",
+    ),
+    (
+        "mog huge lr",
+        "train",
+        "clustering_mog",
+        setp("tasks.clustering_mog.train.lr", 1e8),
+        (),
+        (),
+        None,
+        "[swarm-seed0] non-finite validation loss",
+    ),
+    (
+        "lra_text huge lr",
+        "train",
+        "lra_text",
+        both(setp("tasks.lra_text.train.lr", 1e6), setp("train.grad_clip", 0.0)),
+        (),
+        (),
+        None,
+        "transformer-seed0",
+    ),
+    (
+        "listops huge lr",
+        "train",
+        "listops",
+        both(setp("tasks.listops.train.lr", 1e6), setp("train.grad_clip", 0.0)),
+        (),
+        (),
+        None,
+        "transformer-seed0",
+    ),
     # --- data that disagrees with what its stage recorded
-    ("lra shard deleted", "train", "lra_text", None, (), ("data/lra_text/train-001.parquet",),
-     remove("data/lra_text/train-001.parquet"), "train-001.parquet is missing"),
-    ("lra extra shard", "train", "lra_text", None, (), ("data/lra_text/train-002.parquet",),
-     copy_file("data/lra_text/train-001.parquet", "data/lra_text/train-002.parquet"),
-     "train-002.parquet is not one of the train files"),
-    ("listops max_len 512 vs 256", "train", "listops", setp("tasks.listops.options.max_len", 512), (), (), None,
-     "max_len 128 -> 512"),
-    ("mnist val_size changed", "train", "mnist", setp("tasks.mnist.options.val_size", 20), (), (), None,
-     "val_size 16 -> 20"),
-    ("n_max 2000000 (train)", "train", "clustering_direct", setp("tasks.clustering_direct.options.n_max", 2_000_000),
-     (), (), None, "tasks.clustering_direct.options.n_max must be >= 1 and <= 20000, got 2000000"),
-    ("listops shard edited", "train", "listops", None, (), ("data/listops/val-000.parquet",),
-     edit_parquet("data/listops/val-000.parquet", set_value("label", 0, 3)), "val-000.parquet has"),
-    ("mnist byte flipped (same size)", "train", "mnist", None, (), ("data/mnist/val.npz",), flip_byte("data/mnist/val.npz"),
-     "val.npz does not match the content hash"),
-    ("mnist train.npz truncated", "train", "mnist", None, (), ("data/mnist/train.npz",), truncate("data/mnist/train.npz"),
-     "train.npz has"),
-    ("mnist train.npz truncated, re-recorded", "train", "mnist", None, (), ("data/mnist/train.npz", "data/mnist/meta.json"),
-     truncate("data/mnist/train.npz", rehash="train"), "cannot read"),
-    ("image label 200", "train", "mnist", None, (), ("data/mnist/val.npz", "data/mnist/meta.json"),
-     edit_npz("data/mnist/val.npz", lambda a: a["labels"].__setitem__(3, 200)), "val.npz row 3: label 200 outside 0..9"),
-    ("images without channel axis", "train", "mnist", None, (), ("data/mnist/train.npz", "data/mnist/meta.json"),
-     edit_npz("data/mnist/train.npz", lambda a: a.__setitem__("images", a["images"][:, 0])), "(N, C, H, W)"),
-    ("mnist meta not JSON", "train", "mnist", None, (), ("data/mnist/meta.json",), write("data/mnist/meta.json", "{oops"),
-     "meta.json is not valid JSON"),
-    ("lra meta not JSON", "train", "lra_text", None, (), ("data/lra_text/meta.json",),
-     write("data/lra_text/meta.json", '{"seq_len": 256,'), "meta.json is not valid JSON"),
-    ("direct meta not JSON", "train", "clustering_direct", None, (), (f"{DIRECT}/meta.json",),
-     write(f"{DIRECT}/meta.json", "not json"), "meta.json is not valid JSON"),
-    ("meta a list", "train", "listops", None, (), ("data/listops/meta.json",), write("data/listops/meta.json", "[1, 2]"),
-     "holds a JSON list"),
-    ("lra meta vocab", "train", "lra_text", None, (), ("data/lra_text/meta.json",),
-     edit_json("data/lra_text/meta.json", lambda m: m.__setitem__("vocab_size", 300)), "vocab_size 300"),
-    ("another task's val.parquet", "train", "clustering_direct", None, (), (f"{DIRECT}/val.parquet",),
-     copy_file("data/clustering_mog/val.parquet", f"{DIRECT}/val.parquet"), "clustering_direct/val.parquet has"),
-    ("another task's val.parquet, re-recorded", "train", "clustering_direct", None, (),
-     (f"{DIRECT}/val.parquet", f"{DIRECT}/meta.json"),
-     None, "holds mog tasks"),
-    ("label outside the slots", "train", "clustering_direct", None, (), (f"{DIRECT}/train.parquet", f"{DIRECT}/meta.json"),
-     edit_parquet(f"{DIRECT}/train.parquet", set_list_value("labels", 2, 0, 12), rehash="train"), "label 12 outside"),
-    ("NaN point", "train", "clustering_direct", None, (), (f"{DIRECT}/val.parquet", f"{DIRECT}/meta.json"),
-     edit_parquet(f"{DIRECT}/val.parquet", set_list_value("points", 1, 0, float("nan")), rehash="val"),
-     "val.parquet row 1: a point has a NaN"),
-    ("lra label 7", "train", "lra_text", None, (), ("data/lra_text/val-000.parquet", "data/lra_text/meta.json"),
-     edit_parquet("data/lra_text/val-000.parquet", set_value("label", 0, 7), rehash="val"), "label 7 outside 0..1"),
-    ("listops id out of vocab", "train", "listops", None, (), ("data/listops/train-000.parquet", "data/listops/meta.json"),
-     edit_parquet("data/listops/train-000.parquet", set_list_value("input_ids", 0, 0, 40), rehash="train"),
-     "id 40 is outside the vocabulary of 18"),
+    (
+        "lra shard deleted",
+        "train",
+        "lra_text",
+        None,
+        (),
+        ("data/lra_text/train-001.parquet",),
+        remove("data/lra_text/train-001.parquet"),
+        "train-001.parquet is missing",
+    ),
+    (
+        "lra extra shard",
+        "train",
+        "lra_text",
+        None,
+        (),
+        ("data/lra_text/train-002.parquet",),
+        copy_file("data/lra_text/train-001.parquet", "data/lra_text/train-002.parquet"),
+        "train-002.parquet is not one of the train files",
+    ),
+    (
+        "listops max_len 512 vs 256",
+        "train",
+        "listops",
+        setp("tasks.listops.options.max_len", 512),
+        (),
+        (),
+        None,
+        "max_len 128 -> 512",
+    ),
+    (
+        "mnist val_size changed",
+        "train",
+        "mnist",
+        setp("tasks.mnist.options.val_size", 20),
+        (),
+        (),
+        None,
+        "val_size 16 -> 20",
+    ),
+    (
+        "n_max 2000000 (train)",
+        "train",
+        "clustering_direct",
+        setp("tasks.clustering_direct.options.n_max", 2_000_000),
+        (),
+        (),
+        None,
+        "tasks.clustering_direct.options.n_max must be >= 1 and <= 20000, got 2000000",
+    ),
+    (
+        "listops shard edited",
+        "train",
+        "listops",
+        None,
+        (),
+        ("data/listops/val-000.parquet",),
+        edit_parquet("data/listops/val-000.parquet", set_value("label", 0, 3)),
+        "val-000.parquet has",
+    ),
+    (
+        "mnist byte flipped (same size)",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/val.npz",),
+        flip_byte("data/mnist/val.npz"),
+        "val.npz does not match the content hash",
+    ),
+    (
+        "mnist train.npz truncated",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/train.npz",),
+        truncate("data/mnist/train.npz"),
+        "train.npz has",
+    ),
+    (
+        "mnist train.npz truncated, re-recorded",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/train.npz", "data/mnist/meta.json"),
+        truncate("data/mnist/train.npz", rehash="train"),
+        "cannot read",
+    ),
+    (
+        "image label 200",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/val.npz", "data/mnist/meta.json"),
+        edit_npz("data/mnist/val.npz", lambda a: a["labels"].__setitem__(3, 200)),
+        "val.npz row 3: label 200 outside 0..9",
+    ),
+    (
+        "images without channel axis",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/train.npz", "data/mnist/meta.json"),
+        edit_npz("data/mnist/train.npz", lambda a: a.__setitem__("images", a["images"][:, 0])),
+        "(N, C, H, W)",
+    ),
+    (
+        "mnist meta not JSON",
+        "train",
+        "mnist",
+        None,
+        (),
+        ("data/mnist/meta.json",),
+        write("data/mnist/meta.json", "{oops"),
+        "meta.json is not valid JSON",
+    ),
+    (
+        "lra meta not JSON",
+        "train",
+        "lra_text",
+        None,
+        (),
+        ("data/lra_text/meta.json",),
+        write("data/lra_text/meta.json", '{"seq_len": 256,'),
+        "meta.json is not valid JSON",
+    ),
+    (
+        "direct meta not JSON",
+        "train",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/meta.json",),
+        write(f"{DIRECT}/meta.json", "not json"),
+        "meta.json is not valid JSON",
+    ),
+    (
+        "meta a list",
+        "train",
+        "listops",
+        None,
+        (),
+        ("data/listops/meta.json",),
+        write("data/listops/meta.json", "[1, 2]"),
+        "holds a JSON list",
+    ),
+    (
+        "lra meta vocab",
+        "train",
+        "lra_text",
+        None,
+        (),
+        ("data/lra_text/meta.json",),
+        edit_json("data/lra_text/meta.json", lambda m: m.__setitem__("vocab_size", 300)),
+        "vocab_size 300",
+    ),
+    (
+        "another task's val.parquet",
+        "train",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/val.parquet",),
+        copy_file("data/clustering_mog/val.parquet", f"{DIRECT}/val.parquet"),
+        "clustering_direct/val.parquet has",
+    ),
+    (
+        "another task's val.parquet, re-recorded",
+        "train",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/val.parquet", f"{DIRECT}/meta.json"),
+        None,
+        "holds mog tasks",
+    ),
+    (
+        "label outside the slots",
+        "train",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/train.parquet", f"{DIRECT}/meta.json"),
+        edit_parquet(f"{DIRECT}/train.parquet", set_list_value("labels", 2, 0, 12), rehash="train"),
+        "label 12 outside",
+    ),
+    (
+        "NaN point",
+        "train",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/val.parquet", f"{DIRECT}/meta.json"),
+        edit_parquet(f"{DIRECT}/val.parquet", set_list_value("points", 1, 0, float("nan")), rehash="val"),
+        "val.parquet row 1: a point has a NaN",
+    ),
+    (
+        "lra label 7",
+        "train",
+        "lra_text",
+        None,
+        (),
+        ("data/lra_text/val-000.parquet", "data/lra_text/meta.json"),
+        edit_parquet("data/lra_text/val-000.parquet", set_value("label", 0, 7), rehash="val"),
+        "label 7 outside 0..1",
+    ),
+    (
+        "listops id out of vocab",
+        "train",
+        "listops",
+        None,
+        (),
+        ("data/listops/train-000.parquet", "data/listops/meta.json"),
+        edit_parquet("data/listops/train-000.parquet", set_list_value("input_ids", 0, 0, 40), rehash="train"),
+        "id 40 is outside the vocabulary of 18",
+    ),
     # --- settings refused before anything is touched
-    ("sab head mean (3rd model)", "train", "clustering_direct",
-     setp("tasks.clustering_direct.model_overrides", {"dim_hidden": 8, "num_layers": 1, "swarm": {"n_iter": 1},
-                                                      "set_transformer_sab": {"head": "mean"}}), (), (), None,
-     "dry run of model 'set_transformer_sab'"),
-    ("unknown model mapping", "train", "clustering_direct",
-     setp("tasks.clustering_direct.model_overrides", {"dim_hidden": 8, "swarmx": {"n_iter": 1}}), (), (), None,
-     "no registered model is called 'swarmx'"),
+    (
+        "sab head mean (3rd model)",
+        "train",
+        "clustering_direct",
+        setp(
+            "tasks.clustering_direct.model_overrides",
+            {"dim_hidden": 8, "num_layers": 1, "swarm": {"n_iter": 1}, "set_transformer_sab": {"head": "mean"}},
+        ),
+        (),
+        (),
+        None,
+        "dry run of model 'set_transformer_sab'",
+    ),
+    (
+        "unknown model mapping",
+        "train",
+        "clustering_direct",
+        setp("tasks.clustering_direct.model_overrides", {"dim_hidden": 8, "swarmx": {"n_iter": 1}}),
+        (),
+        (),
+        None,
+        "no registered model is called 'swarmx'",
+    ),
     ("lr -1", "train", "clustering_direct", setp("train.lr", -1.0), (), (), None, "train.lr must be > 0, got -1.0"),
-    ("batch > split", "train", "clustering_direct",
-     setp("tasks.clustering_direct.train", {"max_epochs": 1, "time_budget_s": 0.0, "batch_size": 1000}), (), (), None,
-     "is larger than the training split"),
-    ("k_max 200", "train", "clustering_direct", setp("tasks.clustering_direct.options.k_max", 200), (), (), None,
-     "k_max must be >= 1 and <= 100, got 200"),
-    ("mog eval_every 0", "train", "clustering_mog",
-     setp("tasks.clustering_mog.train", {"max_steps": 2, "eval_every": 0, "lr_decay_at": 0.0}), (), (), None,
-     "train.eval_every is 0, but endless training data"),
-    ("lr_decay_at without steps", "train", "clustering_direct",
-     setp("tasks.clustering_direct.train", {"max_epochs": 0, "max_steps": 0, "time_budget_s": 5.0, "batch_size": 10,
-                                           "lr_decay_at": 0.5}), (), (), None, "lr_decay_at needs a planned number of steps"),
+    (
+        "batch > split",
+        "train",
+        "clustering_direct",
+        setp("tasks.clustering_direct.train", {"max_epochs": 1, "time_budget_s": 0.0, "batch_size": 1000}),
+        (),
+        (),
+        None,
+        "is larger than the training split",
+    ),
+    (
+        "k_max 200",
+        "train",
+        "clustering_direct",
+        setp("tasks.clustering_direct.options.k_max", 200),
+        (),
+        (),
+        None,
+        "k_max must be >= 1 and <= 100, got 200",
+    ),
+    (
+        "mog eval_every 0",
+        "train",
+        "clustering_mog",
+        setp("tasks.clustering_mog.train", {"max_steps": 2, "eval_every": 0, "lr_decay_at": 0.0}),
+        (),
+        (),
+        None,
+        "train.eval_every is 0, but endless training data",
+    ),
+    (
+        "lr_decay_at without steps",
+        "train",
+        "clustering_direct",
+        setp(
+            "tasks.clustering_direct.train",
+            {"max_epochs": 0, "max_steps": 0, "time_budget_s": 5.0, "batch_size": 10, "lr_decay_at": 0.5},
+        ),
+        (),
+        (),
+        None,
+        "lr_decay_at needs a planned number of steps",
+    ),
     # --- data stages: bounded generators, refused before the folder is touched
-    ("n_max 2000000", "data", "clustering_direct", setp("tasks.clustering_direct.options.n_max", 2_000_000), (), (), None,
-     "n_max must be >= 1 and <= 20000"),
-    ("too many points", "data", "clustering_direct",
-     setp("tasks.clustering_direct.options", {"data_dir": "data/clustering_direct", "train_tasks": 1_000_000,
-                                              "n_min": 10_000, "n_max": 20_000}), (), (), None, "would be ~"),
-    ("data_seed -1", "data", "clustering_direct", setp("tasks.clustering_direct.options.data_seed", -1), (), (), None,
-     "data_seed must be >= 0, got -1"),
-    ("val_seed -1", "data", "clustering_mog", setp("tasks.clustering_mog.options.val_seed", -1), (), (), None,
-     "val_seed must be >= 0, got -1"),
-    ("mog test_tasks 0", "data", "clustering_mog", setp("tasks.clustering_mog.options.test_tasks", 0), (), (), None,
-     "test_tasks must be >= 1 and <= 1000000, got 0"),
-    ("split_seed -1", "data", "mnist", setp("tasks.mnist.options.split_seed", -1), (), (), None,
-     "split_seed must be >= 0"),
-    ("listops max_args 1000", "data", "listops", setp("tasks.listops.options.max_args", 1000), (), (), None,
-     "max_args must be >= 2 and <= 100, got 1000"),
-    ("listops huge trees", "data", "listops",
-     setp("tasks.listops.options", {"data_dir": "x", "max_args": 100, "max_depth": 10}), (), (), None,
-     "a drawn tree has ~"),
-    ("listops lengths unreachable", "data", "listops",
-     setp("tasks.listops.options", {"data_dir": "x", "max_depth": 2, "max_args": 3, "min_length": 100,
-                                    "max_length": 120, "max_len": 128}), (), (), None, "trial draws were kept"),
-    ("listops rows huge", "data", "listops", setp("tasks.listops.options.train_rows", 20_000_000), (), (), None,
-     "train_rows must be >= 1 and <= 10000000"),
-    ("arxiv11 one class", "data", "arxiv11", setp("tasks.arxiv11.options.source", "arxiv_src"), (), ("arxiv_src",),
-     arxiv_one_class, "every training document is of one class (cs.CV)"),
+    (
+        "n_max 2000000",
+        "data",
+        "clustering_direct",
+        setp("tasks.clustering_direct.options.n_max", 2_000_000),
+        (),
+        (),
+        None,
+        "n_max must be >= 1 and <= 20000",
+    ),
+    (
+        "too many points",
+        "data",
+        "clustering_direct",
+        setp(
+            "tasks.clustering_direct.options",
+            {"data_dir": "data/clustering_direct", "train_tasks": 1_000_000, "n_min": 10_000, "n_max": 20_000},
+        ),
+        (),
+        (),
+        None,
+        "would be ~",
+    ),
+    (
+        "data_seed -1",
+        "data",
+        "clustering_direct",
+        setp("tasks.clustering_direct.options.data_seed", -1),
+        (),
+        (),
+        None,
+        "data_seed must be >= 0, got -1",
+    ),
+    (
+        "val_seed -1",
+        "data",
+        "clustering_mog",
+        setp("tasks.clustering_mog.options.val_seed", -1),
+        (),
+        (),
+        None,
+        "val_seed must be >= 0, got -1",
+    ),
+    (
+        "mog test_tasks 0",
+        "data",
+        "clustering_mog",
+        setp("tasks.clustering_mog.options.test_tasks", 0),
+        (),
+        (),
+        None,
+        "test_tasks must be >= 1 and <= 1000000, got 0",
+    ),
+    (
+        "split_seed -1",
+        "data",
+        "mnist",
+        setp("tasks.mnist.options.split_seed", -1),
+        (),
+        (),
+        None,
+        "split_seed must be >= 0",
+    ),
+    (
+        "listops max_args 1000",
+        "data",
+        "listops",
+        setp("tasks.listops.options.max_args", 1000),
+        (),
+        (),
+        None,
+        "max_args must be >= 2 and <= 100, got 1000",
+    ),
+    (
+        "listops huge trees",
+        "data",
+        "listops",
+        setp("tasks.listops.options", {"data_dir": "x", "max_args": 100, "max_depth": 10}),
+        (),
+        (),
+        None,
+        "a drawn tree has ~",
+    ),
+    (
+        "listops lengths unreachable",
+        "data",
+        "listops",
+        setp(
+            "tasks.listops.options",
+            {"data_dir": "x", "max_depth": 2, "max_args": 3, "min_length": 100, "max_length": 120, "max_len": 128},
+        ),
+        (),
+        (),
+        None,
+        "trial draws were kept",
+    ),
+    (
+        "listops rows huge",
+        "data",
+        "listops",
+        setp("tasks.listops.options.train_rows", 20_000_000),
+        (),
+        (),
+        None,
+        "train_rows must be >= 1 and <= 10000000",
+    ),
+    (
+        "arxiv11 one class",
+        "data",
+        "arxiv11",
+        setp("tasks.arxiv11.options.source", "arxiv_src"),
+        (),
+        ("arxiv_src",),
+        arxiv_one_class,
+        "every training document is of one class (cs.CV)",
+    ),
     # --- sample, evaluate, frontier
-    ("sample num_threads -1", "sample", "mnist", setp("sample.num_threads", -1), (), (), None,
-     "sample.num_threads must be >= 0 and <= 1024, got -1"),
-    ("sample temperature 0", "sample", "mnist", setp("sample.temperature", 0.0), (), (), None,
-     "sample.temperature must be > 0"),
-    ("fashion best.pt in mnist's run", "sample", "mnist", None, (), (f"{MNIST_RUN}/best.pt",),
-     copy_file(f"{FASHION_RUN}/best.pt", f"{MNIST_RUN}/best.pt"), "is not the checkpoint this run wrote"),
-    ("fashion run folder as mnist's", "sample", "mnist", None, (), (f"{MNIST_RUN}/best.pt", f"{MNIST_RUN}/run.json"),
-     lambda root: [copy_file(f"{FASHION_RUN}/{f}", f"{MNIST_RUN}/{f}")(root) for f in ("best.pt", "run.json")],
-     "was trained on other data"),
-    ("evaluate, best.pt changed", "evaluate", "clustering_direct", None, (),
-     (f"{DIRECT_RUNS}/swarm-seed0/best.pt",), scale_weights(f"{DIRECT_RUNS}/swarm-seed0/best.pt"),
-     "is not the checkpoint this run wrote"),
-    ("evaluate, test split edited", "evaluate", "clustering_direct", None, (), (f"{DIRECT}/test.parquet",),
-     copy_file(f"{DIRECT}/val.parquet", f"{DIRECT}/test.parquet"), "clustering_direct/test.parquet has"),
-    ("frontier metrics not JSON", "frontier", "clustering_direct", None, (), ("reports/train/clustering_direct/metrics.json",),
-     write("reports/train/clustering_direct/metrics.json", '{"swarm-seed0": '), "metrics.json is not valid JSON"),
-    ("frontier num_params abc (sweep)", "frontier", "clustering_direct", None, (),
-     ("reports/sweep/clustering_direct/summary.csv",),
-     write("reports/sweep/clustering_direct/summary.csv", "model,trial,status,params,num_params,best_val_loss\n"
-           "swarm,t0,ok,dim_hidden=16,abc,1.5\n"), "summary.csv:2: num_params is 'abc'"),
-    ("frontier num_params abc (train)", "frontier", "clustering_direct", None, (),
-     ("reports/train/clustering_direct/metrics.json",),
-     edit_json("reports/train/clustering_direct/metrics.json", lambda m: m["swarm-seed0"].__setitem__("num_params", "abc")),
-     "num_params is 'abc'"),
+    (
+        "sample num_threads -1",
+        "sample",
+        "mnist",
+        setp("sample.num_threads", -1),
+        (),
+        (),
+        None,
+        "sample.num_threads must be >= 0 and <= 1024, got -1",
+    ),
+    (
+        "sample temperature 0",
+        "sample",
+        "mnist",
+        setp("sample.temperature", 0.0),
+        (),
+        (),
+        None,
+        "sample.temperature must be > 0",
+    ),
+    (
+        "fashion best.pt in mnist's run",
+        "sample",
+        "mnist",
+        None,
+        (),
+        (f"{MNIST_RUN}/best.pt",),
+        copy_file(f"{FASHION_RUN}/best.pt", f"{MNIST_RUN}/best.pt"),
+        "is not the checkpoint this run wrote",
+    ),
+    (
+        "fashion run folder as mnist's",
+        "sample",
+        "mnist",
+        None,
+        (),
+        (f"{MNIST_RUN}/best.pt", f"{MNIST_RUN}/run.json"),
+        lambda root: [copy_file(f"{FASHION_RUN}/{f}", f"{MNIST_RUN}/{f}")(root) for f in ("best.pt", "run.json")],
+        "was trained on other data",
+    ),
+    (
+        "evaluate, best.pt changed",
+        "evaluate",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT_RUNS}/swarm-seed0/best.pt",),
+        scale_weights(f"{DIRECT_RUNS}/swarm-seed0/best.pt"),
+        "is not the checkpoint this run wrote",
+    ),
+    (
+        "evaluate, test split edited",
+        "evaluate",
+        "clustering_direct",
+        None,
+        (),
+        (f"{DIRECT}/test.parquet",),
+        copy_file(f"{DIRECT}/val.parquet", f"{DIRECT}/test.parquet"),
+        "clustering_direct/test.parquet has",
+    ),
+    (
+        "frontier metrics not JSON",
+        "frontier",
+        "clustering_direct",
+        None,
+        (),
+        ("reports/train/clustering_direct/metrics.json",),
+        write("reports/train/clustering_direct/metrics.json", '{"swarm-seed0": '),
+        "metrics.json is not valid JSON",
+    ),
+    (
+        "frontier num_params abc (sweep)",
+        "frontier",
+        "clustering_direct",
+        None,
+        (),
+        ("reports/sweep/clustering_direct/summary.csv",),
+        write(
+            "reports/sweep/clustering_direct/summary.csv",
+            "model,trial,status,params,num_params,best_val_loss\nswarm,t0,ok,dim_hidden=16,abc,1.5\n",
+        ),
+        "summary.csv:2: num_params is 'abc'",
+    ),
+    (
+        "frontier num_params abc (train)",
+        "frontier",
+        "clustering_direct",
+        None,
+        (),
+        ("reports/train/clustering_direct/metrics.json",),
+        edit_json(
+            "reports/train/clustering_direct/metrics.json", lambda m: m["swarm-seed0"].__setitem__("num_params", "abc")
+        ),
+        "num_params is 'abc'",
+    ),
 ]
 
 
@@ -420,8 +915,9 @@ def one_line(proc, fragment: str, case: str) -> None:
     assert fragment in lines[0], (case, fragment, lines[0])
 
 
-@pytest.mark.parametrize(("case", "stage", "task", "mutate", "args", "targets", "damage", "fragment"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("case", "stage", "task", "mutate", "args", "targets", "damage", "fragment"), CASES, ids=[c[0] for c in CASES]
+)
 def test_bad_input_is_one_line_and_costs_nothing(good, case, stage, task, mutate, args, targets, damage, fragment):
     root, raw, before = good
     params = mutate(copy.deepcopy(raw)) if mutate else raw
@@ -448,10 +944,14 @@ def test_a_table_of_at_least_40_cases_on_every_track():
 # --------------------------------------------------------------------------------------- kill -9 mid-write
 
 
-@pytest.mark.parametrize(("stage", "task", "output", "args"), [
-    ("train", "clustering_direct", "outputs/train/clustering_direct", ()),
-    ("sample", "mnist", "reports/sample/mnist", ()),
-], ids=["train@clustering_direct", "sample@mnist"])
+@pytest.mark.parametrize(
+    ("stage", "task", "output", "args"),
+    [
+        ("train", "clustering_direct", "outputs/train/clustering_direct", ()),
+        ("sample", "mnist", "reports/sample/mnist", ()),
+    ],
+    ids=["train@clustering_direct", "sample@mnist"],
+)
 def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_path, stage, task, output, args):
     root, raw, before = good
     work = tmp_path / "w"
@@ -460,12 +960,33 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
     path = work / "case.yaml"
     path.write_text(yaml.safe_dump(params))
     before = snapshot(work)
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0",
-           "SWARMLAB_HOLD_BEFORE_SWAP_S": "30"}
+    env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(work),
+        "OMP_NUM_THREADS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "SWARMLAB_HOLD_BEFORE_SWAP_S": "30",
+    }
     tracking = ("--no-tracking",) if stage == "train" else ()
-    proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t",
-                             "--task", task, *args, *tracking], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            f"pipelines.{stage}",
+            "--params",
+            str(path),
+            "--profile",
+            "t",
+            "--task",
+            task,
+            *args,
+            *tracking,
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     parent = work / output if stage == "train" else (work / output).parent
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:  # until its temporary output exists
@@ -487,23 +1008,37 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
 
 DVC_CASES = [  # (id, stage, params mutation, fragment): a representative subset of the table, through `dvc repro`
     ("lr -1", "train@clustering_direct", setp("train.lr", -1.0), "train.lr must be > 0, got -1.0"),
-    ("unknown model mapping", "train@clustering_direct",
-     setp("tasks.clustering_direct.model_overrides", {"dim_hidden": 8, "swarmx": {"n_iter": 1}}), "'swarmx'"),
+    (
+        "unknown model mapping",
+        "train@clustering_direct",
+        setp("tasks.clustering_direct.model_overrides", {"dim_hidden": 8, "swarmx": {"n_iter": 1}}),
+        "'swarmx'",
+    ),
     ("huge lr", "train@clustering_direct", setp("tasks.clustering_direct.train.lr", 1e8), "swarm-seed0 diverged"),
-    ("data_seed -1", "derive@clustering_direct", setp("tasks.clustering_direct.options.data_seed", -1),
-     "data_seed must be >= 0"),
+    (
+        "data_seed -1",
+        "derive@clustering_direct",
+        setp("tasks.clustering_direct.options.data_seed", -1),
+        "data_seed must be >= 0",
+    ),
     ("sample num_threads -1", "sample@mnist", setp("sample.num_threads", -1), "sample.num_threads must be >= 0"),
 ]
 
 
 def dvc(repo: Path, *args, timeout=300):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0", "DVC_NO_ANALYTICS": "1",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlruns.db'}",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "DVC_NO_ANALYTICS": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlruns.db'}",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     env.pop("SWARMLAB_WORKDIR", None)
     env.pop("SWARMLAB_DATASETS", None)
-    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -513,8 +1048,11 @@ def dvc_repo(tmp_path_factory):
     repo = tmp_path_factory.mktemp("dvcrepo")
     for name in ("pipelines", "tasks", "models", "swarmlab", "benchmarks", "dvc.yaml"):
         src = REPO_ROOT / name
-        (shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
-         else shutil.copy(src, repo / name))
+        (
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+            if src.is_dir()
+            else shutil.copy(src, repo / name)
+        )
     raw = base_params(repo)
     for key in TRACKS:  # the stages' declared outputs: the default folders, relative to the repo
         raw["profiles"]["t"]["tasks"][key]["options"]["data_dir"] = f"data/{key}"

@@ -1,4 +1,5 @@
 """Attention baselines: each fast kernel equals a dense masked oracle; configs, positions, param counts."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def _qkv_mask(B=3, H=2, L=37, Dh=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(B, H, L, Dh, generator=g) for _ in range(3))
     key_mask = torch.ones(B, L, dtype=torch.bool)
-    key_mask[1, L - L // 3:] = False  # right padding
+    key_mask[1, L - L // 3 :] = False  # right padding
     key_mask[1, L // 4] = False  # a hole inside the sequence (token 0 itself when L < 4)
     key_mask[2, :] = False  # a fully padded sequence: every output row must be 0, not NaN
     return q, k, v, key_mask
@@ -99,7 +100,7 @@ def test_sliding_chunks_memory_is_linear_in_length():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             nonlocal largest
             out = func(*args, **(kwargs or {}))
-            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor):
                     largest = max(largest, t.numel())
             return out
@@ -159,15 +160,18 @@ def test_learned_positions_reject_longer_inputs():
         model(torch.randint(0, 50, (1, 33)))
 
 
-@pytest.mark.parametrize("name,bad,match", [
-    ("transformer", dict(num_heads=3), "not divisible by num_heads"),
-    ("transformer", dict(attn_impl="flash"), "attn_impl"),
-    ("transformer", dict(pos_emb="rope"), "pos_emb"),
-    ("longformer", dict(window_one_sided=0), "window_one_sided"),
-    ("sparse_transformer", dict(summary=40), "summary=40"),
-    ("linear_transformer", dict(eps=0.0), "eps"),
-    ("transformer", dict(windw=3), "unknown TransformerConfig option"),
-])
+@pytest.mark.parametrize(
+    "name,bad,match",
+    [
+        ("transformer", dict(num_heads=3), "not divisible by num_heads"),
+        ("transformer", dict(attn_impl="flash"), "attn_impl"),
+        ("transformer", dict(pos_emb="rope"), "pos_emb"),
+        ("longformer", dict(window_one_sided=0), "window_one_sided"),
+        ("sparse_transformer", dict(summary=40), "summary=40"),
+        ("linear_transformer", dict(eps=0.0), "eps"),
+        ("transformer", dict(windw=3), "unknown TransformerConfig option"),
+    ],
+)
 def test_bad_configs_fail_with_a_clear_message(name, bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         models.create_model(name, **bad)
@@ -176,7 +180,9 @@ def test_bad_configs_fail_with_a_clear_message(name, bad, match):
 def test_sdpa_and_dense_transformers_agree():
     torch.manual_seed(0)
     a = models.create_model("transformer", vocab_size=50, d_model=16, seq_len=32, num_layers=2).eval()
-    b = models.create_model("transformer", vocab_size=50, d_model=16, seq_len=32, num_layers=2, attn_impl="dense").eval()
+    b = models.create_model(
+        "transformer", vocab_size=50, d_model=16, seq_len=32, num_layers=2, attn_impl="dense"
+    ).eval()
     b.load_state_dict(a.state_dict())
     ids = torch.randint(0, 50, (3, 32))
     mask = torch.ones(3, 32, dtype=torch.bool)
@@ -207,8 +213,9 @@ def test_materialised_scores_path_equals_sdpa_in_values_and_gradients(padded):
     results = []
     for model in (sdpa, dense):
         logits = model(ids, mask)
-        grads = torch.autograd.grad((logits * torch.tensor([1.0, -2.0])).sum(), list(model.parameters()),
-                                    allow_unused=True)
+        grads = torch.autograd.grad(
+            (logits * torch.tensor([1.0, -2.0])).sum(), list(model.parameters()), allow_unused=True
+        )
         results.append((logits, grads))
     (la, ga), (lb, gb) = results
     assert torch.isfinite(la).all()

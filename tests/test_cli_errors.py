@@ -1,4 +1,5 @@
 """Bad input gets a one-line error naming the culprit and what to do: no traceback, exit 2, no half-written output."""
+
 import os
 import subprocess
 import sys
@@ -17,8 +18,14 @@ def run_stage(stage, workdir: Path, params: dict, *extra):
     path.write_text(yaml.safe_dump(params))
     env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1"}
     env.pop("SWARMLAB_DATASETS", None)
-    return subprocess.run([sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *extra],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *extra],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def base_params(source="") -> dict:
@@ -26,15 +33,22 @@ def base_params(source="") -> dict:
         "profile": "t",
         "paths": {"datasets": str(SHARED_DATASETS)},
         "defaults": yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"],
-        "profiles": {"t": {"prepare": {"source": str(source), "max_train": 0}, "tokenize": {"seq_len": 32},
-                           "tasks": {"imdb": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4}}},
-                           "train": {"max_epochs": 1, "batch_size": 8, "device": "cpu"}}},
+        "profiles": {
+            "t": {
+                "prepare": {"source": str(source), "max_train": 0},
+                "tokenize": {"seq_len": 32},
+                "tasks": {"imdb": {"model_overrides": {"seq_len": 32, "d_model": 16, "cluster_size": 4}}},
+                "train": {"max_epochs": 1, "batch_size": 8, "device": "cpu"},
+            }
+        },
     }
 
 
 def assert_one_line_error(proc, *fragments):
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = [line for line in proc.stderr.splitlines() if line.strip() and "Warning" not in line and "warn(" not in line]
+    lines = [
+        line for line in proc.stderr.splitlines() if line.strip() and "Warning" not in line and "warn(" not in line
+    ]
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert "Traceback" not in proc.stderr
     for fragment in fragments:
@@ -69,17 +83,25 @@ def test_wrong_type(tmp_path):
 def test_value_the_engine_refuses(tmp_path):
     params = base_params()
     params["profiles"]["t"]["train"]["amp"] = "half"
-    assert_one_line_error(run_stage("train", tmp_path, params), "amp must be one of fp32, bf16, auto", "got 'half' (train / tasks.imdb.train)")
+    assert_one_line_error(
+        run_stage("train", tmp_path, params),
+        "amp must be one of fp32, bf16, auto",
+        "got 'half' (train / tasks.imdb.train)",
+    )
 
 
 def test_empty_review(tmp_path):
     def blank(split, rows):
         if split == "test":
             rows[5]["text"] = ""
+
     source = write_parquet_folder(tmp_path / "src", 6, mutate=blank)
     proc = run_stage("prepare", tmp_path, base_params(source))
     assert_one_line_error(proc, "review_id 5 (label 0)", "imdb_test.parquet is an empty review", "delete it")
-    assert not (tmp_path / "data" / "prepared").exists() and leftovers(tmp_path / "src") == ["imdb_test.parquet", "imdb_train.parquet"]
+    assert not (tmp_path / "data" / "prepared").exists() and leftovers(tmp_path / "src") == [
+        "imdb_test.parquet",
+        "imdb_train.parquet",
+    ]
 
 
 def test_non_utf8_review(tmp_path):
@@ -114,4 +136,8 @@ def test_pipeline_errors_downstream(tmp_path):
     augmented.write_bytes(b"not parquet at all")
     proc = run_stage("tokenize", tmp_path, params)
     assert_one_line_error(proc, "val-000.parquet", "damaged")
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["augmented", "prepared", "tokenized"]  # no tmp folder left
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        "augmented",
+        "prepared",
+        "tokenized",
+    ]  # no tmp folder left

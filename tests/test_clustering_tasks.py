@@ -1,5 +1,6 @@
 """The set track's tasks on the contract (tasks/clustering.py): data stage, balanced batches, the loss and the
 metrics against direct computations, the reports, the MoG stream and oracle, and the stages end to end."""
+
 from __future__ import annotations
 
 import copy
@@ -16,10 +17,15 @@ import torch.nn.functional as F
 from pipelines.common.params import load_params
 from pipelines.common.runs import make_task
 from swarmlab.errors import SwarmlabError
-from tasks.clustering import (DirectClusteringMeter, MogStream, ari_from_tables, contingency, eval_order)
+from tasks.clustering import MogStream, ari_from_tables, contingency, eval_order
 from tasks.set_data import make_direct_clustering_tasks
-from tasks.set_losses import (adjusted_rand_index, hungarian_matched_nll, matched_accuracy, mog_log_likelihood,
-                              mog_oracle_log_likelihood)
+from tasks.set_losses import (
+    adjusted_rand_index,
+    hungarian_matched_nll,
+    matched_accuracy,
+    mog_log_likelihood,
+    mog_oracle_log_likelihood,
+)
 from tests.conftest import REPO_ROOT
 
 TINY_DIRECT = {"train_tasks": 60, "val_tasks": 16, "test_tasks": 16, "n_min": 10, "n_max": 40, "k_min": 2, "k_max": 5}
@@ -73,7 +79,9 @@ def test_data_stage_writes_the_splits_from_their_own_seeds(direct_data):
 def test_data_built_with_other_options_is_a_one_line_error(direct_data):
     params, options, _ = direct_data
     task = make_task(params, "clustering_direct", options={**options, "n_max": 41})
-    with pytest.raises(SwarmlabError, match=r"was built with other options .*n_max 40 -> 41.*pipelines.data --task") as info:
+    with pytest.raises(
+        SwarmlabError, match=r"was built with other options .*n_max 40 -> 41.*pipelines.data --task"
+    ) as info:
         task.train_data(None)
     assert "\n" not in str(info.value)
     missing = make_task(params, "clustering_direct", options={"data_dir": str(direct_data[2] / "nowhere")})
@@ -81,11 +89,14 @@ def test_data_built_with_other_options_is_a_one_line_error(direct_data):
         missing.eval_data("val", None)
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"slots": 4, "k_max": 5}, "slots=4 is below k_max=5"),
-    ({"n_min": 50, "n_max": 40}, "n_min and n_max must satisfy"),
-    ({"test_seed": 0}, "data_seed and test_seed are both 0"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"slots": 4, "k_max": 5}, "slots=4 is below k_max=5"),
+        ({"n_min": 50, "n_max": 40}, "n_min and n_max must satisfy"),
+        ({"test_seed": 0}, "data_seed and test_seed are both 0"),
+    ],
+)
 def test_bad_options_are_one_line_errors(values, message):
     with pytest.raises(SwarmlabError, match=message):
         make_task(smoke_params(), "clustering_direct", options=values)
@@ -98,13 +109,16 @@ def test_balanced_plan_groups_similar_sizes_and_covers_every_task_once(direct_da
     assert sorted(torch.cat(plan).tolist()) == list(range(len(train)))
     spread = np.mean([np.ptp(train.sizes[b.numpy()]) for b in plan])
     shuffled = np.random.default_rng(0).permutation(len(train))
-    random_spread = np.mean([np.ptp(train.sizes[shuffled[i:i + 8]]) for i in range(0, len(train), 8)])
+    random_spread = np.mean([np.ptp(train.sizes[shuffled[i : i + 8]]) for i in range(0, len(train), 8)])
     assert spread < random_spread / 3  # sorted chunks: little padding
     again = train.batch_plan(8, torch.Generator().manual_seed(1))
     assert [b.tolist() for b in again] != [b.tolist() for b in plan]  # a new chunk order per epoch
     batch = train.get_batch(plan[0])
     n = int(train.sizes[plan[0].numpy()].max())
-    assert batch["x"].shape == (len(plan[0]), n, 2) and batch["mask"].sum(1).tolist() == train.sizes[plan[0].numpy()].tolist()
+    assert (
+        batch["x"].shape == (len(plan[0]), n, 2)
+        and batch["mask"].sum(1).tolist() == train.sizes[plan[0].numpy()].tolist()
+    )
     assert (batch["labels"][~batch["mask"]] == -1).all()
 
 
@@ -121,8 +135,14 @@ def random_batch(seed: int, B: int = 6, N: int = 30, S: int = 10) -> tuple[torch
     mask = torch.rand(B, N, generator=g) < 0.8
     mask[:, 0] = True
     labels[~mask] = -1
-    return logits, {"x": torch.randn(B, N, 2, generator=g), "labels": labels, "mask": mask,
-                    "k": torch.full((B,), 5), "means": torch.zeros(B, S, 2), "covs": torch.eye(2).expand(B, S, 2, 2)}
+    return logits, {
+        "x": torch.randn(B, N, 2, generator=g),
+        "labels": labels,
+        "mask": mask,
+        "k": torch.full((B,), 5),
+        "means": torch.zeros(B, S, 2),
+        "covs": torch.eye(2).expand(B, S, 2, 2),
+    }
 
 
 def test_direct_metrics_equal_a_direct_computation():
@@ -236,8 +256,14 @@ def test_the_oracle_beats_a_trained_smoke_model(mog_data, tmp_path):
 
     params, options, _ = mog_data
     params["tasks"]["clustering_mog"]["models"] = ["swarm"]
-    metrics = train(params, "clustering_mog", options=options, out_root=tmp_path / "out", report_root=tmp_path / "rep",
-                    tracking=False)["swarm-seed0"]
+    metrics = train(
+        params,
+        "clustering_mog",
+        options=options,
+        out_root=tmp_path / "out",
+        report_root=tmp_path / "rep",
+        tracking=False,
+    )["swarm-seed0"]
     assert metrics["steps"] == 4 and metrics["evaluations"] == 2
     assert metrics["val_oracle_loglik"] > metrics["val_loglik"]
     assert metrics["val_loglik_gap"] == pytest.approx(metrics["val_oracle_loglik"] - metrics["val_loglik"])
@@ -268,14 +294,29 @@ def test_the_stage_commands_run_both_tasks_end_to_end(tmp_path):
     env = {**os.environ, "SWARMLAB_WORKDIR": str(tmp_path), "SWARMLAB_PROGRESS": "0", "PYTHONPATH": str(REPO_ROOT)}
 
     def stage(*args, workdir=tmp_path):
-        return subprocess.run([sys.executable, "-m", *args, "--profile", "smoke"], cwd=tmp_path,
-                              env={**env, "SWARMLAB_WORKDIR": str(workdir)}, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", *args, "--profile", "smoke"],
+            cwd=tmp_path,
+            env={**env, "SWARMLAB_WORKDIR": str(workdir)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
-    for args in (["pipelines.data", "--task", "clustering_direct"], ["pipelines.data", "--task", "clustering_mog"],
-                 ["pipelines.train", "--task", "clustering_direct", "--models", "swarm,set_transformer_isab,lstm_sorted",
-                  "--no-tracking"],
-                 ["pipelines.train", "--task", "clustering_mog", "--no-tracking"],
-                 ["pipelines.evaluate", "--task", "clustering_mog", "--no-tracking"]):
+    for args in (
+        ["pipelines.data", "--task", "clustering_direct"],
+        ["pipelines.data", "--task", "clustering_mog"],
+        [
+            "pipelines.train",
+            "--task",
+            "clustering_direct",
+            "--models",
+            "swarm,set_transformer_isab,lstm_sorted",
+            "--no-tracking",
+        ],
+        ["pipelines.train", "--task", "clustering_mog", "--no-tracking"],
+        ["pipelines.evaluate", "--task", "clustering_mog", "--no-tracking"],
+    ):
         run = stage(*args)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert (tmp_path / "data" / "clustering_direct" / "train.parquet").is_file()
@@ -287,5 +328,9 @@ def test_the_stage_commands_run_both_tasks_end_to_end(tmp_path):
     run = stage("pipelines.frontier", "--task", "clustering_direct")
     assert run.returncode == 0 and "| swarm | (8-2-1) |" in run.stdout, run.stdout + run.stderr
     bad = stage("pipelines.train", "--task", "clustering_direct", "--no-tracking", workdir=tmp_path / "empty")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "pipelines.data --task clustering_direct" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and bad.stderr.startswith("error: ")
+        and "pipelines.data --task clustering_direct" in bad.stderr
+    )
     assert "\n" not in bad.stderr.strip()

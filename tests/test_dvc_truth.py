@@ -3,6 +3,7 @@
 (The end-to-end test in test_pipeline_e2e.py edits each documented override and checks that `dvc status`
 marks exactly the stages that read it.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -93,8 +94,11 @@ STAGES = [(f.relative_to(REPO_ROOT).as_posix(), name, stage) for f in PIPELINES 
 def test_stage_declares_every_code_path_it_imports(pipeline, name, stage):
     wdir = (REPO_ROOT / pipeline).parent / stage.get("wdir", ".")
     deps = [(wdir / d).resolve() for d in stage.get("deps", []) if not d.startswith("${")]
-    missing = sorted(str(f.relative_to(REPO_ROOT)) for f in imported_files(entry_file(stage["cmd"]))
-                     if not any(f == d or d in f.parents for d in deps))
+    missing = sorted(
+        str(f.relative_to(REPO_ROOT))
+        for f in imported_files(entry_file(stage["cmd"]))
+        if not any(f == d or d in f.parents for d in deps)
+    )
     assert not missing, f"{pipeline}:{name} imports files its deps do not cover: {missing}"
 
 
@@ -103,7 +107,9 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
     params = stage.get("params", [])
     for section in OVERRIDE_SECTIONS:  # reading defaults.train means reading the top-level train: {} override too
         if f"defaults.{section}" in params:
-            assert section in params, f"{pipeline}:{name} reads defaults.{section} but not the override section {section}"
+            assert section in params, (
+                f"{pipeline}:{name} reads defaults.{section} but not the override section {section}"
+            )
     assert {"profile", "profiles"} <= set(params), f"{pipeline}:{name}: every stage resolves the active profile"
 
 
@@ -137,8 +143,14 @@ def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
     import sys
 
     dvc = str(Path(sys.executable).with_name("dvc"))
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     sh = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
     shutil.copy(REPO_ROOT / "params.yaml", tmp_path / "params.yaml")
     train = next(stage for _, name, stage in STAGES if name == "train@imdb")
@@ -157,5 +169,7 @@ def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
     assert "up to date" in sh(dvc, "status")
     assert "up to date" in edit(lambda raw: raw["schedule"].update(parallel=4, address="10.0.0.1:6379"))
     assert "up to date" in edit(lambda raw: raw["schedule"]["profiles"]["cpu"].update(cpus_per_run=2, gpus_per_run=0.5))
-    assert "up to date" in edit(lambda raw: raw["schedule"].update(tasks={"imdb": {"swarmformer*": {"cpus_per_run": 2}}}))
+    assert "up to date" in edit(
+        lambda raw: raw["schedule"].update(tasks={"imdb": {"swarmformer*": {"cpus_per_run": 2}}})
+    )
     assert "changed" in edit(lambda raw: raw["defaults"]["train"].update(lr=1.0e-3))

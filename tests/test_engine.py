@@ -1,4 +1,5 @@
 """The training engine: steps over finite and endless data, evaluations, budgets, backtracking, resume."""
+
 import copy
 import csv
 import itertools
@@ -21,7 +22,9 @@ def synthetic(n: int, seed: int, seq_len: int = 16) -> TokenizedTextDataset:
     g = torch.Generator().manual_seed(seed)
     labels = torch.randint(0, 2, (n,), generator=g)
     ids = torch.randint(10, 50, (n, seq_len), generator=g, dtype=torch.int32)
-    topical = torch.randint(0, 20, (n, seq_len), generator=g, dtype=torch.int32) + torch.where(labels == 1, 10, 30)[:, None]
+    topical = (
+        torch.randint(0, 20, (n, seq_len), generator=g, dtype=torch.int32) + torch.where(labels == 1, 10, 30)[:, None]
+    )
     keep = torch.rand(n, seq_len, generator=g) < 0.6
     ids = torch.where(keep, topical.int(), ids)
     return TokenizedTextDataset(ids, torch.full((n,), seq_len), labels)
@@ -29,8 +32,9 @@ def synthetic(n: int, seed: int, seq_len: int = 16) -> TokenizedTextDataset:
 
 def tiny_model(seed=0):
     torch.manual_seed(seed)
-    return SwarmFormer(SwarmFormerConfig(vocab_size=50, d_model=16, num_layers=1, t_local=2, cluster_size=4,
-                                         seq_len=16, dropout=0.2))
+    return SwarmFormer(
+        SwarmFormerConfig(vocab_size=50, d_model=16, num_layers=1, t_local=2, cluster_size=4, seq_len=16, dropout=0.2)
+    )
 
 
 class Recorder:
@@ -69,7 +73,12 @@ def test_fit_learns_checkpoints_and_logs(tmp_path):
     metrics, _ = evaluate(best, IMDB, synthetic(64, 1), batch_size=64)
     assert metrics["accuracy"] == pytest.approx(result.best_val["accuracy"])
     rows = list(csv.DictReader(open(tmp_path / "history.csv")))
-    assert [(int(r["evaluation"]), int(r["step"]), int(r["epoch"])) for r in rows] == [(1, 16, 1), (2, 32, 2), (3, 48, 3), (4, 64, 4)]
+    assert [(int(r["evaluation"]), int(r["step"]), int(r["epoch"])) for r in rows] == [
+        (1, 16, 1),
+        (2, 32, 2),
+        (3, 48, 3),
+        (4, 64, 4),
+    ]
 
 
 class Crash(Exception):
@@ -115,14 +124,30 @@ def test_time_budget_stops_in_mid_epoch_and_callbacks_stop(tmp_path, monkeypatch
     assert len(result.history) == 1 and 0 < result.history[0]["epoch"] < 1  # the stop is evaluated
     assert result.train_time_s == pytest.approx(result.steps + 1, abs=1.0)  # net time: no validation in it
     monkeypatch.undo()
-    stop = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(32, 1), TrainConfig(**CFG), tmp_path / "b",
-               callbacks=(lambda state: state.evaluation == 2,))
+    stop = fit(
+        tiny_model(),
+        IMDB,
+        synthetic(64, 0),
+        synthetic(32, 1),
+        TrainConfig(**CFG),
+        tmp_path / "b",
+        callbacks=(lambda state: state.evaluation == 2,),
+    )
     assert stop.stopped == "callback" and len(stop.history) == 2
 
 
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
-    runs = [fit(tiny_model(), IMDB, synthetic(96, 0), synthetic(32, 1), TrainConfig(**{**CFG, "max_epochs": 2, "seed": s}),
-                tmp_path / f"{i}").history for i, s in enumerate((3, 3, 4))]
+    runs = [
+        fit(
+            tiny_model(),
+            IMDB,
+            synthetic(96, 0),
+            synthetic(32, 1),
+            TrainConfig(**{**CFG, "max_epochs": 2, "seed": s}),
+            tmp_path / f"{i}",
+        ).history
+        for i, s in enumerate((3, 3, 4))
+    ]
     strip = lambda h: [{k: v for k, v in r.items() if k not in ("train_time_s", "train_samples_per_s")} for r in h]
     assert strip(runs[0]) == strip(runs[1])
     assert strip(runs[0]) != strip(runs[2])
@@ -155,24 +180,33 @@ def test_amp_auto_follows_native_bf16_and_bad_values_are_refused(monkeypatch, tm
         engine.resolve_amp("yes", cpu)
 
     # The resolved choice is what fit ran with and reports: here "auto" on a CPU said to lack bf16.
-    result = fit(tiny_model(), IMDB, synthetic(32, 0), synthetic(16, 1),
-                 TrainConfig(batch_size=16, max_epochs=1, device="cpu", amp="auto"), tmp_path)
+    result = fit(
+        tiny_model(),
+        IMDB,
+        synthetic(32, 0),
+        synthetic(16, 1),
+        TrainConfig(batch_size=16, max_epochs=1, device="cpu", amp="auto"),
+        tmp_path,
+    )
     assert result.extra["bf16_autocast"] is False
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
-    ({"lr": float("inf")}, "lr must be a finite number > 0, got inf"),
-    ({"lr": 0.0}, "lr must be > 0, got 0.0"),
-    ({"grad_clip": -1.0}, "grad_clip must be >= 0, got -1.0"),
-    ({"patience": -1}, "patience must be >= 0, got -1"),
-    ({"batch_size": 1.5}, "batch_size must be an int >= 1, got float 1.5"),
-    ({"plateau": "wait"}, "plateau must be one of stop, backtrack, got 'wait'"),
-    ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead, got 'max'"),
-    ({"max_epochs": 0}, "training would never end"),
-    ({"backtrack_alpha": 1.5}, "backtrack_alpha must be > 0 and <= 1, got 1.5"),
-    ({"max_steps": -1}, "max_steps must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
+        ({"lr": float("inf")}, "lr must be a finite number > 0, got inf"),
+        ({"lr": 0.0}, "lr must be > 0, got 0.0"),
+        ({"grad_clip": -1.0}, "grad_clip must be >= 0, got -1.0"),
+        ({"patience": -1}, "patience must be >= 0, got -1"),
+        ({"batch_size": 1.5}, "batch_size must be an int >= 1, got float 1.5"),
+        ({"plateau": "wait"}, "plateau must be one of stop, backtrack, got 'wait'"),
+        ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead, got 'max'"),
+        ({"max_epochs": 0}, "training would never end"),
+        ({"backtrack_alpha": 1.5}, "backtrack_alpha must be > 0 and <= 1, got 1.5"),
+        ({"max_steps": -1}, "max_steps must be >= 0, got -1"),
+    ],
+)
 def test_refused_engine_settings(changes, message):
     with pytest.raises(ValueError) as info:
         TrainConfig(**{**CFG, **changes})
@@ -190,8 +224,9 @@ def toy_model():
     import models
 
     torch.manual_seed(0)
-    return models.create_model("transformer", vocab_size=8, num_classes=2, seq_len=16, d_model=32, num_layers=1,
-                               num_heads=2, dropout=0.0)
+    return models.create_model(
+        "transformer", vocab_size=8, num_classes=2, seq_len=16, d_model=32, num_layers=1, num_heads=2, dropout=0.0
+    )
 
 
 def test_endless_source_trains_by_steps_and_validates_every_k(tmp_path):
@@ -203,8 +238,14 @@ def test_endless_source_trains_by_steps_and_validates_every_k(tmp_path):
     assert all(r["epoch"] == 0 for r in result.history)
     assert result.best_val["accuracy"] > 0.75, result.history  # it learns to count
     with pytest.raises(ValueError, match="set eval_every"):
-        fit(toy_model(), task, task.train_data(model.cfg), task.eval_data("val", model.cfg),
-            TrainConfig(max_epochs=0, max_steps=10, device="cpu"), tmp_path / "x")
+        fit(
+            toy_model(),
+            task,
+            task.train_data(model.cfg),
+            task.eval_data("val", model.cfg),
+            TrainConfig(max_epochs=0, max_steps=10, device="cpu"),
+            tmp_path / "x",
+        )
 
 
 def test_numpy_drawing_generator_resumes_bit_for_bit(tmp_path):
@@ -305,7 +346,9 @@ def test_backtrack_restores_best_weights_and_optimizer_and_discounts_lr(tmp_path
     rows = result.history
     assert rows[5]["event"] == "backtrack" and rows[6]["lr"] == pytest.approx(0.9 * rows[5]["lr"])
     assert result.best["evaluation"] == 8  # later improvements are still taken
-    assert not all(torch.equal(seen["model"][k], v) for k, v in torch.load(tmp_path / "best.pt", weights_only=True).items())
+    assert not all(
+        torch.equal(seen["model"][k], v) for k, v in torch.load(tmp_path / "best.pt", weights_only=True).items()
+    )
     assert "backtrack" in open(tmp_path / "history.csv").read()
 
 
@@ -329,8 +372,14 @@ def test_non_finite_loss_backtracks_or_stops_with_one_line(tmp_path):
     assert math.isfinite(result.history[-1]["train_loss"])  # training went on from the best weights
     NanAfter.calls = 0
     with pytest.raises(SwarmlabError, match=r"non-finite training loss in steps 9\.\.12 .*plateau: backtrack") as info:
-        fit(tiny_model(), NanAfter(), synthetic(64, 0), synthetic(16, 1), TrainConfig(**{**cfg.__dict__, "plateau": "stop"}),
-            tmp_path / "stop")
+        fit(
+            tiny_model(),
+            NanAfter(),
+            synthetic(64, 0),
+            synthetic(16, 1),
+            TrainConfig(**{**cfg.__dict__, "plateau": "stop"}),
+            tmp_path / "stop",
+        )
     assert "\n" not in str(info.value)
 
 
@@ -342,7 +391,9 @@ def test_lr_decays_at_a_share_of_the_steps(tmp_path):
 
 
 def test_warmup_raises_the_lr_linearly_then_the_decay_applies(tmp_path):
-    cfg = TrainConfig(**{**CFG, "max_epochs": 0, "max_steps": 10, "eval_every": 1, "warmup_steps": 4, "lr_decay_at": 0.8})
+    cfg = TrainConfig(
+        **{**CFG, "max_epochs": 0, "max_steps": 10, "eval_every": 1, "warmup_steps": 4, "lr_decay_at": 0.8}
+    )
     result = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(16, 1), cfg, tmp_path)
     lrs = [r["lr"] for r in result.history]  # the lr of each evaluation's last step
     assert lrs == pytest.approx([3e-3 / 4, 3e-3 / 2, 3e-3 * 3 / 4] + [3e-3] * 5 + [3e-4] * 2)
@@ -358,4 +409,7 @@ def test_the_optimizer_leaves_what_a_module_names_in_no_weight_decay_undecayed()
     tables = [n for n, p in model.named_parameters() if n.endswith("attn.rel_bias")]
     assert len(tables) == 5 and not any(id(p) in decayed for n, p in model.named_parameters() if n in tables)
     assert {names[i] for i in decayed} >= {"patch_embed.weight", "head.weight", "stages.0.blocks.0.attn.qkv.weight"}
-    assert optimizer.param_groups[0]["weight_decay"] == CFG["weight_decay"] and optimizer.param_groups[1]["weight_decay"] == 0.0
+    assert (
+        optimizer.param_groups[0]["weight_decay"] == CFG["weight_decay"]
+        and optimizer.param_groups[1]["weight_decay"] == 0.0
+    )

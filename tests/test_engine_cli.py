@@ -1,4 +1,5 @@
 """An endless generated task through the real train stage: steps, evaluations, kill -9 and --resume."""
+
 import csv
 import json
 import os
@@ -19,8 +20,12 @@ pytestmark = pytest.mark.slow  # Python processes
 def toy_params(folder: Path, **train) -> Path:
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     raw["profile"] = "t"
-    raw["profiles"] = {"t": {"tasks": {"toy_counting": {"train": {"max_steps": 400, "eval_every": 40, **train}}},
-                             "train": {"device": "cpu", "num_threads": 1}}}
+    raw["profiles"] = {
+        "t": {
+            "tasks": {"toy_counting": {"train": {"max_steps": 400, "eval_every": 40, **train}}},
+            "train": {"device": "cpu", "num_threads": 1},
+        }
+    }
     raw.pop("train", None)
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -29,7 +34,17 @@ def toy_params(folder: Path, **train) -> Path:
 
 def run_train(workdir: Path, params: Path, *extra, wait=True):
     env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0"}
-    cmd = [sys.executable, "-m", "pipelines.train", "--params", str(params), "--task", "toy_counting", "--no-tracking", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.train",
+        "--params",
+        str(params),
+        "--task",
+        "toy_counting",
+        "--no-tracking",
+        *extra,
+    ]
     if wait:
         return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -44,13 +59,17 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
     params = toy_params(tmp_path)
     straight = run_train(tmp_path / "a", params)
     assert straight.returncode == 0, straight.stderr
-    metrics = json.loads((tmp_path / "a" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())["transformer-seed0"]
+    metrics = json.loads((tmp_path / "a" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())[
+        "transformer-seed0"
+    ]
     assert metrics["steps"] == 400 and metrics["evaluations"] == 10 and metrics["stopped"] == "max_steps"
     assert metrics["val_accuracy"] > 0.7  # it learns to count from generated batches
 
     # the same run, killed (SIGKILL) after its second checkpoint, then resumed
     proc = run_train(tmp_path / "b", params, wait=False)
-    last = tmp_path / "b" / "outputs" / "train" / "toy_counting" / ".transformer-seed0.run" / "history.csv"  # in progress
+    last = (
+        tmp_path / "b" / "outputs" / "train" / "toy_counting" / ".transformer-seed0.run" / "history.csv"
+    )  # in progress
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         if last.is_file() and len(last.read_text().splitlines()) >= 3:  # header + 2 evaluations
@@ -60,11 +79,16 @@ def test_endless_task_trains_through_the_stage_and_resumes_after_kill_9(tmp_path
     assert proc.wait(60) == -signal.SIGKILL, "the run ended before it could be killed"
     done = len(last.read_text().splitlines()) - 1
     assert done < 10
-    assert not (tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer-seed0").exists()  # nothing half-done in place
+    assert not (
+        tmp_path / "b" / "outputs" / "train" / "toy_counting" / "transformer-seed0"
+    ).exists()  # nothing half-done in place
     resumed = run_train(tmp_path / "b", params, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert not last.parent.exists()  # renamed into place
     assert history(tmp_path / "b") == history(tmp_path / "a")
-    again = json.loads((tmp_path / "b" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())["transformer-seed0"]
-    assert {k: v for k, v in again.items() if "time" not in k and "per_s" not in k} == \
-           {k: v for k, v in metrics.items() if "time" not in k and "per_s" not in k}
+    again = json.loads((tmp_path / "b" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())[
+        "transformer-seed0"
+    ]
+    assert {k: v for k, v in again.items() if "time" not in k and "per_s" not in k} == {
+        k: v for k, v in metrics.items() if "time" not in k and "per_s" not in k
+    }

@@ -1,6 +1,7 @@
 """pipelines/common/guard.py in process: the dry run refuses a model before any run trains, a diverged run never
 replaces the previous one, and a run's seal catches a replaced checkpoint (the subprocess table of every track is
 tests/test_bad_input_tracks.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,11 @@ from tests.test_clustering_tasks import direct_data  # noqa: F401  (a module fix
 
 
 def files(root):
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def tiny(params, models):
@@ -33,8 +37,14 @@ def test_a_config_error_of_the_last_model_costs_the_first_ones_nothing(direct_da
     params = tiny(params, ["swarm", "set_linear_mean", "set_transformer_sab"])
     params["tasks"]["clustering_direct"]["model_overrides"]["set_transformer_sab"] = {"head": "mean"}
     with pytest.raises(SwarmlabError, match=r"dry run of model 'set_transformer_sab'.*use head: none"):
-        train(params, "clustering_direct", options=options, out_root=tmp_path / "out", report_root=tmp_path / "rep",
-              tracking=False)
+        train(
+            params,
+            "clustering_direct",
+            options=options,
+            out_root=tmp_path / "out",
+            report_root=tmp_path / "rep",
+            tracking=False,
+        )
     assert not (tmp_path / "out").exists() and not (tmp_path / "rep").exists()
 
 
@@ -46,8 +56,11 @@ def test_a_diverged_run_leaves_the_previous_one_and_a_replaced_checkpoint_is_ref
     before = files(tmp_path)
     bad = copy.deepcopy(good)
     bad["tasks"]["clustering_direct"]["train"]["lr"] = 1e8
-    with pytest.raises(SwarmlabError, match=r"set_linear_mean-seed0 diverged: its best validation loss .* the previous "
-                                            r"set_linear_mean-seed0 run stays in place"):
+    with pytest.raises(
+        SwarmlabError,
+        match=r"set_linear_mean-seed0 diverged: its best validation loss .* the previous "
+        r"set_linear_mean-seed0 run stays in place",
+    ):
         train(bad, "clustering_direct", options=options, tracking=False, **roots)
     assert files(tmp_path) == before  # no .run left, nothing replaced
 

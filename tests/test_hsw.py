@@ -3,6 +3,7 @@
 Forward / backward / gradient and short-sequence padding checks of every registered model (hsw, hsw_small
 included) are in tests/test_model_zoo.py.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,7 @@ def test_patch_merging_shapes_and_mask_propagation():
     torch.manual_seed(0)
     merge = PatchMerging(6)
     x = torch.randn(2, 12, 6)
-    mask = torch.tensor([[1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0],
-                         [0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0]], dtype=torch.bool)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0]], dtype=torch.bool)
     out, merged = merge(x, mask)
     assert out.shape == (2, 3, 12)  # (B, L/4, 2C)
     assert merged.tolist() == [[True, True, False], [True, False, True]]  # real iff any of its 4 tokens is
@@ -40,7 +40,12 @@ def test_patch_merging_shapes_and_mask_propagation():
 def test_seed_sizes_and_4096_tokens_become_64():
     cfg = models.create_model("hsw").cfg
     assert (cfg.stage_dims, cfg.depths, cfg.heads, cfg.window, cfg.seq_len) == (
-        [96, 192, 384, 768], (2, 2, 6, 2), (3, 6, 12, 24), 128, 4096)
+        [96, 192, 384, 768],
+        (2, 2, 6, 2),
+        (3, 6, 12, 24),
+        128,
+        4096,
+    )
     model = models.create_model("hsw", **{**TINY_WIDTH, "heads": (1, 1, 1, 1)}).eval()
     x = model.patch_embed(model.tok_emb(torch.randint(0, 50, (1, 4096))))
     mask = torch.ones(1, 4096, dtype=torch.bool)
@@ -82,14 +87,17 @@ def test_padding_invariance_at_4096_tokens(real):
         assert (batch[0] - batch[1]).abs().max() > 1e-3  # the two samples differ: the check has power
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(window=127), "must be even"),
-    (dict(depths=(2, 2, 6), heads=(3, 6, 12, 24)), "one entry per stage"),
-    (dict(heads=(3, 5, 12, 24)), "stage 2 has width d_model \\* 2\\*\\*1 = 192, not divisible by heads\\[1\\] = 5"),
-    (dict(seq_len=32), "raise seq_len to >= 64 or use fewer stages"),
-    (dict(depths=()), "non-empty tuple"),
-    (dict(drop_path=1.0), "drop_path"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(window=127), "must be even"),
+        (dict(depths=(2, 2, 6), heads=(3, 6, 12, 24)), "one entry per stage"),
+        (dict(heads=(3, 5, 12, 24)), "stage 2 has width d_model \\* 2\\*\\*1 = 192, not divisible by heads\\[1\\] = 5"),
+        (dict(seq_len=32), "raise seq_len to >= 64 or use fewer stages"),
+        (dict(depths=()), "non-empty tuple"),
+        (dict(drop_path=1.0), "drop_path"),
+    ],
+)
 def test_bad_configs_fail_with_a_clear_message(bad, match):
     with pytest.raises(ValueError, match=match):
         HSWConfig(**bad)

@@ -1,4 +1,5 @@
 """idx reader / writer (tasks/idx.py): round trips, gzip detection by magic, clear errors, MNIST layout."""
+
 from __future__ import annotations
 
 import gzip
@@ -34,7 +35,7 @@ def test_round_trip(tmp_path, compress):
 
 def test_header_bytes_are_the_standard_ones(tmp_path):
     raw = write_idx(tmp_path / "x", images()).read_bytes()
-    assert raw[:16] == bytes.fromhex("00000803" "00000005" "00000004" "00000003")
+    assert raw[:16] == bytes.fromhex("00000803000000050000000400000003")
 
 
 def test_gzip_is_detected_by_magic_not_by_name(tmp_path):
@@ -58,8 +59,11 @@ def test_truncated_file_is_rejected_naming_it(tmp_path, compress):
 def test_truncated_uncompressed_payload_inside_valid_gzip(tmp_path):
     path = tmp_path / "short.gz"
     path.write_bytes(gzip.compress(write_idx(tmp_path / "full", images()).read_bytes()[:-1]))
-    with pytest.raises(IdxError, match=r"truncated idx file: the header declares 5x4x3 uint8 = 60 bytes of data, "
-                                       r"the file has 59"):
+    with pytest.raises(
+        IdxError,
+        match=r"truncated idx file: the header declares 5x4x3 uint8 = 60 bytes of data, "
+        r"the file has 59",
+    ):
         read_idx(path)
 
 
@@ -76,8 +80,11 @@ def test_wrong_magic_is_rejected_naming_the_file(tmp_path):
     with pytest.raises(IdxError, match=rf"^{png}: not an idx file: magic bytes 89504e47"):
         read_idx(png)
     labels = write_idx(tmp_path / "labels", np.arange(5, dtype=np.uint8))
-    with pytest.raises(IdxError, match=rf"^{labels}: unexpected idx magic 0x00000801 \(uint8, 1-D\), "
-                                       r"expected 0x00000803 \(uint8, 3-D\)"):
+    with pytest.raises(
+        IdxError,
+        match=rf"^{labels}: unexpected idx magic 0x00000801 \(uint8, 1-D\), "
+        r"expected 0x00000803 \(uint8, 3-D\)",
+    ):
         read_idx(labels, expect_magic=IMAGES_MAGIC)
 
 
@@ -98,9 +105,11 @@ def test_load_mnist_like_layout_and_approximate_flag(tmp_path):
 
 
 def test_the_module_needs_no_torch():
-    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('idx', sys.argv[1]); "
-            "m = importlib.util.module_from_spec(spec); sys.modules['idx'] = m; spec.loader.exec_module(m); "
-            "assert 'torch' not in sys.modules, 'tasks/idx.py imported torch'")
+    code = (
+        "import importlib.util, sys; spec = importlib.util.spec_from_file_location('idx', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(spec); sys.modules['idx'] = m; spec.loader.exec_module(m); "
+        "assert 'torch' not in sys.modules, 'tasks/idx.py imported torch'"
+    )
     subprocess.run([sys.executable, "-c", code, str(REPO / "tasks" / "idx.py")], check=True, cwd=REPO)
 
 

@@ -1,5 +1,6 @@
 """Image generation (tasks/image_generation.py): bits/dim, the data stage on generated idx files, the sample
 grid and class-conditional samples, the sample stage, and one slow data -> train -> evaluate -> sample run."""
+
 from __future__ import annotations
 
 import copy
@@ -20,6 +21,7 @@ from tasks.image_generation import BitsPerDim, ImageGenerationTask, nats_per_ima
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+
 
 def write_idx_folder(folder, *, n_train=40, n_test=20, size=(6, 5), approximate=False, pattern=None, seed=0):
     """An MNIST-layout folder of generated images (gzip idx), labels cycling 0..9; ``pattern(label, rng)``
@@ -49,6 +51,7 @@ def brightness(label, rng, size=(4, 4)):
 
 
 # -------------------------------------------------------------------------------------------- bits / dim
+
 
 @pytest.mark.parametrize("permuted", [False, True])
 def test_bits_per_dim_is_nats_per_sub_pixel_over_ln2(permuted):
@@ -83,11 +86,14 @@ def test_a_uniform_model_scores_eight_bits_per_dim():
     meter = BitsPerDim(("x",))
     logits = torch.zeros(4, 256, 1, 3, 3)  # uniform over 256 values: exactly 8 bits per sub-pixel
     pixels = torch.randint(0, 256, (4, 1, 3, 3))
-    meter.update({"logits": logits, "nats": nats_per_image(logits, pixels)}, {"label": torch.zeros(4, dtype=torch.long)})
+    meter.update(
+        {"logits": logits, "nats": nats_per_image(logits, pixels)}, {"label": torch.zeros(4, dtype=torch.long)}
+    )
     assert meter.compute()["bits_per_dim"] == pytest.approx(8.0, abs=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------- data
+
 
 def test_split_indices_are_disjoint_seeded_and_nested():
     s = split_indices(100, 30, val_size=20, max_train=0, max_test=0, seed=3)
@@ -115,7 +121,11 @@ def test_data_stage_on_a_generated_idx_folder(tmp_path, monkeypatch, key, approx
     assert summary["approximate_train_images"] is approximate and ("note" in summary) is approximate
     assert json.loads((tmp_path / "reports" / "data" / key / "metrics.json").read_text()) == summary
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["image_size"] == [1, 6, 5] and meta["num_classes"] == 10 and meta["approximate_train_images"] is approximate
+    assert (
+        meta["image_size"] == [1, 6, 5]
+        and meta["num_classes"] == 10
+        and meta["approximate_train_images"] is approximate
+    )
     assert meta["approximate_test_images"] is False
     from tasks.idx import load_mnist_like
 
@@ -140,7 +150,10 @@ def test_data_stage_on_a_generated_idx_folder(tmp_path, monkeypatch, key, approx
     model = models.create_model("swarm_transformer", **task.model_kwargs(), dim=8, dim_hidden=8, n_iter=2)
     batch = task.train_data(model.cfg).get_batch(torch.tensor([0, 3]))
     assert batch["pixels"].dtype == torch.long and batch["pixels"].shape == (2, 1, 6, 5)
-    assert task.describe_data(task.train_data(model.cfg), task.eval_data("val", model.cfg))["approximate_train_images"] is approximate
+    assert (
+        task.describe_data(task.train_data(model.cfg), task.eval_data("val", model.cfg))["approximate_train_images"]
+        is approximate
+    )
 
 
 def test_data_stage_errors_are_one_line(tmp_path, monkeypatch):
@@ -160,11 +173,14 @@ def test_data_stage_errors_are_one_line(tmp_path, monkeypatch):
 
 
 def test_options_are_checked():
-    with pytest.raises(SwarmlabError, match=r"tasks.image_generation.options: dataset must be one of mnist, fashion_mnist"):
+    with pytest.raises(
+        SwarmlabError, match=r"tasks.image_generation.options: dataset must be one of mnist, fashion_mnist"
+    ):
         ImageGenerationTask({"dataset": "cifar10"})
 
 
 # ---------------------------------------------------------------------------------------------- samples
+
 
 def test_tile_places_image_r_k_at_row_r_column_k():
     images = np.arange(3 * 4 * 1 * 2 * 5, dtype=np.int64).reshape(3, 4, 1, 2, 5)
@@ -172,7 +188,7 @@ def test_tile_places_image_r_k_at_row_r_column_k():
     assert grid.shape == (3 * 2 + 2, 4 * 5 + 3)
     for r in range(3):
         for k in range(4):
-            assert np.array_equal(grid[r * 3: r * 3 + 2, k * 6: k * 6 + 5], images[r, k, 0])
+            assert np.array_equal(grid[r * 3 : r * 3 + 2, k * 6 : k * 6 + 5], images[r, k, 0])
     assert (grid[2] == -1).all() and (grid[:, 5] == -1).all()
     rgb = tile(np.zeros((2, 2, 3, 4, 4), dtype=np.uint8), pad=2)
     assert rgb.shape == (10, 10, 3)
@@ -193,8 +209,19 @@ def trained_brightness_model(tmp_path_factory):
     task.build_data(root / "data" / "mnist", datasets=source.parent, seed=0)
     torch.manual_seed(0)
     model = models.create_model("swarm_transformer", **task.model_kwargs(), dim=16, dim_hidden=16, n_iter=2)
-    cfg = TrainConfig(batch_size=50, lr=2e-2, weight_decay=0.0, optimizer="adam", max_epochs=0, max_steps=300,
-                      eval_every=300, patience=0, grad_clip=0.0, device="cpu", eval_batch_size=50)
+    cfg = TrainConfig(
+        batch_size=50,
+        lr=2e-2,
+        weight_decay=0.0,
+        optimizer="adam",
+        max_epochs=0,
+        max_steps=300,
+        eval_every=300,
+        patience=0,
+        grad_clip=0.0,
+        device="cpu",
+        eval_batch_size=50,
+    )
     result = fit(model, task, task.train_data(model.cfg), task.eval_data("val", model.cfg), cfg, root / "fit")
     assert result.best_val["bits_per_dim"] < 3.0  # the model has learned the classes' values
     return task, model.eval(), params
@@ -229,7 +256,9 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
 
     task, model, params = trained_brightness_model
     params = copy.deepcopy(params)
-    params["tasks"]["mnist"].update(models=["swarm_transformer"], model_overrides={"dim": 16, "dim_hidden": 16, "n_iter": 2})
+    params["tasks"]["mnist"].update(
+        models=["swarm_transformer"], model_overrides={"dim": 16, "dim_hidden": 16, "n_iter": 2}
+    )
     train_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
     with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer-seed0 on mnist first"):
         sample(params, "mnist", train_root=train_root, report_root=reports)
@@ -241,7 +270,10 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
     folder = reports / "sample" / "mnist"
     assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer-seed0"]
     assert {p.name for p in (folder / "swarm_transformer-seed0").iterdir()} == {"samples.png", "samples.npz"}
-    assert json.loads((folder / "summary.json").read_text()) == summary and summary["swarm_transformer-seed0"]["samples"] == 10
+    assert (
+        json.loads((folder / "summary.json").read_text()) == summary
+        and summary["swarm_transformer-seed0"]["samples"] == 10
+    )
 
 
 def test_sample_stage_refuses_a_task_that_generates_nothing(tmp_path):
@@ -252,6 +284,7 @@ def test_sample_stage_refuses_a_task_that_generates_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ end to end
+
 
 @pytest.mark.slow
 def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
@@ -269,8 +302,12 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     params["tasks"]["mnist"]["train"].update(max_steps=6, eval_every=3, batch_size=16)
     out_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
     data = build(params, "mnist", report_root=reports)
-    trained = train(params, "mnist", out_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small-seed0"]
-    evaluated = evaluate(params, "mnist", train_root=out_root, report_root=reports, tracking=False)["swarm_transformer_small-seed0"]
+    trained = train(params, "mnist", out_root=out_root, report_root=reports, tracking=False)[
+        "swarm_transformer_small-seed0"
+    ]
+    evaluated = evaluate(params, "mnist", train_root=out_root, report_root=reports, tracking=False)[
+        "swarm_transformer_small-seed0"
+    ]
     sampled = sample(params, "mnist", train_root=out_root, report_root=reports)["swarm_transformer_small-seed0"]
 
     assert data["approximate_train_images"] is True

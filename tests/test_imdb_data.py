@@ -9,8 +9,17 @@ from tests.conftest import acl_members, write_acl_folder, write_acl_tarball, wri
 
 
 def _as_rows(tables):
-    return {s: sorted(zip(t.column("uid").to_pylist(), t.column("text").to_pylist(), t.column("label").to_pylist(),
-                          t.column("rating").to_pylist())) for s, t in tables.items()}
+    return {
+        s: sorted(
+            zip(
+                t.column("uid").to_pylist(),
+                t.column("text").to_pylist(),
+                t.column("label").to_pylist(),
+                t.column("rating").to_pylist(),
+            )
+        )
+        for s, t in tables.items()
+    }
 
 
 def test_all_three_layouts_read_the_same_reviews(tmp_path):
@@ -22,7 +31,9 @@ def test_all_three_layouts_read_the_same_reviews(tmp_path):
     from_tar, from_pq = read_imdb(tarball), read_imdb(parquet)
     assert _as_rows(from_folder) == _as_rows(from_tar) == _as_rows(from_pq) == _as_rows(from_parent)
     assert from_folder["train"].num_rows == 10  # unsup/ is not a labelled review
-    assert set(from_tar["test"].column("uid").to_pylist()) == {f"test/{p}/{i}" for p in ("pos", "neg") for i in range(5)}
+    assert set(from_tar["test"].column("uid").to_pylist()) == {
+        f"test/{p}/{i}" for p in ("pos", "neg") for i in range(5)
+    }
 
 
 def test_binary_text_column_is_decoded(tmp_path):
@@ -39,6 +50,7 @@ def test_empty_review_is_named(tmp_path):
     def blank(split, rows):
         if split == "train":
             rows[3]["text"] = "   "
+
     folder = write_parquet_folder(tmp_path / "pq", 4, mutate=blank)
     with pytest.raises(SwarmlabError, match=r"review_id 3 \(label 0\) in .*imdb_train.parquet is an empty review"):
         read_imdb(folder)
@@ -54,6 +66,7 @@ def test_non_utf8_review_file_is_named(tmp_path):
 def test_non_utf8_parquet_binary_is_named(tmp_path):
     def latin1(split, rows):
         rows[1]["text"] = b"\xff\xfe bad"
+
     folder = write_parquet_folder(tmp_path / "pq", 3, text_type=pa.binary(), mutate=latin1)
     with pytest.raises(SwarmlabError, match=r"review_id 1 \(label 0\) in .*imdb_train.parquet is not valid UTF-8"):
         read_imdb(folder)
@@ -89,8 +102,14 @@ def test_prepare_writes_shards_and_meta(tiny_params, tmp_path):
     assert meta["splits"]["train"]["rows"] == 32 and meta["splits"]["val"]["rows"] == 8
     assert meta["splits"]["test"]["rows"] == 40
     assert sorted(p.name for p in (tmp_path / "prepared").iterdir()) == [
-        "meta.json", "test-000.parquet", "test-001.parquet", "train-000.parquet", "train-001.parquet",
-        "val-000.parquet", "val-001.parquet"]
+        "meta.json",
+        "test-000.parquet",
+        "test-001.parquet",
+        "train-000.parquet",
+        "train-001.parquet",
+        "val-000.parquet",
+        "val-001.parquet",
+    ]
 
 
 def test_prepare_failure_leaves_no_output(tiny_params, tmp_path):

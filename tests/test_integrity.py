@@ -1,4 +1,5 @@
 """swarmlab/integrity.py: what a data stage records in meta.json, and the one-line refusals of a reader."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,12 @@ HINT = "python -m pipelines.data --task t"
 def folder(tmp_path):
     for name, data in (("train-000.parquet", b"a" * 100), ("train-001.parquet", b"b" * 50), ("val-000.parquet", b"c")):
         (tmp_path / name).write_bytes(data)
-    meta = {"options": {"max_len": 256}, "files": record_files(tmp_path, {"train": ["train-000.parquet",
-                                                                                    "train-001.parquet"],
-                                                                          "val": ["val-000.parquet"]})}
+    meta = {
+        "options": {"max_len": 256},
+        "files": record_files(
+            tmp_path, {"train": ["train-000.parquet", "train-001.parquet"], "val": ["val-000.parquet"]}
+        ),
+    }
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     return tmp_path
 
@@ -36,14 +40,23 @@ def test_an_intact_folder_passes_and_its_fingerprint_follows_the_content(folder)
     assert fingerprint(meta) != before
 
 
-@pytest.mark.parametrize(("damage", "match"), [
-    (lambda f: (f / "train-001.parquet").unlink(), r"train-001\.parquet is missing \(meta\.json records 2 file"),
-    (lambda f: (f / "train-002.parquet").write_bytes(b"x"), r"train-002\.parquet is not one of the train files"),
-    (lambda f: (f / "train-000.parquet").write_bytes(b"a" * 99), r"train-000\.parquet has 99 bytes but meta\.json "
-                                                                  r"recorded 100"),
-    (lambda f: (f / "train-000.parquet").write_bytes(b"a" * 99 + b"z"), r"train-000\.parquet does not match the "
-                                                                          r"content hash"),
-])
+@pytest.mark.parametrize(
+    ("damage", "match"),
+    [
+        (lambda f: (f / "train-001.parquet").unlink(), r"train-001\.parquet is missing \(meta\.json records 2 file"),
+        (lambda f: (f / "train-002.parquet").write_bytes(b"x"), r"train-002\.parquet is not one of the train files"),
+        (
+            lambda f: (f / "train-000.parquet").write_bytes(b"a" * 99),
+            r"train-000\.parquet has 99 bytes but meta\.json "
+            r"recorded 100",
+        ),
+        (
+            lambda f: (f / "train-000.parquet").write_bytes(b"a" * 99 + b"z"),
+            r"train-000\.parquet does not match the "
+            r"content hash",
+        ),
+    ],
+)
 def test_a_changed_split_is_one_line_naming_the_file(folder, damage, match):
     damage(folder)
     with pytest.raises(SwarmlabError, match=match) as info:
@@ -51,8 +64,10 @@ def test_a_changed_split_is_one_line_naming_the_file(folder, damage, match):
     assert "\n" not in str(info.value) and HINT in str(info.value)
 
 
-@pytest.mark.parametrize(("text", "match"), [("{oops", "is not valid JSON"), ("[1]", "holds a JSON list"),
-                                             (None, "is missing: build the task's data first")])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("{oops", "is not valid JSON"), ("[1]", "holds a JSON list"), (None, "is missing: build the task's data first")],
+)
 def test_meta_json_that_is_not_a_record_is_one_line(tmp_path, text, match):
     if text is not None:
         (tmp_path / "meta.json").write_text(text)

@@ -1,4 +1,5 @@
 """tasks/long_data.py: byte encoding, the ListOps generator against a separate evaluator, arXiv-11 loaders."""
+
 from __future__ import annotations
 
 import json
@@ -30,18 +31,20 @@ from tasks.long_data import (
 
 # ---- bytes ----------------------------------------------------------------------------------------------
 
+
 def test_byte_encoding_ids_lengths_truncation():
     ids, lengths = encode_bytes(["hé", b"\x00\xff", "x" * 10], max_len=6)
     assert ids.dtype == np.uint16 and ids.shape == (3, 6) and lengths.tolist() == [3, 2, 6]
     assert ids[0, :3].tolist() == [ord("h") + 3, 0xC3 + 3, 0xA9 + 3]  # UTF-8 of é is C3 A9
     assert ids[1, :2].tolist() == [NUM_SPECIAL, 255 + NUM_SPECIAL] and (ids[1, 2:] == PAD).all()
     assert ids.max() < BYTE_VOCAB_SIZE == 259
-    assert decode_bytes(ids[0, :lengths[0]]) == "hé".encode()
+    assert decode_bytes(ids[0, : lengths[0]]) == "hé".encode()
     ids, lengths = encode_bytes(["abcdef"], max_len=5, add_special=True)
     assert ids[0].tolist() == [CLS, ord("a") + 3, ord("b") + 3, ord("c") + 3, SEP] and lengths.tolist() == [5]
 
 
 # ---- ListOps --------------------------------------------------------------------------------------------
+
 
 def test_evaluator_on_known_expressions():
     assert evaluate_listops("[MAX 4 3 [MIN 2 3 ] 1 0 ]") == 4
@@ -49,21 +52,29 @@ def test_evaluator_on_known_expressions():
     assert evaluate_listops("[MED 3 8 1 0 ]") == 2  # (1 + 3) / 2
     assert evaluate_listops("[SM 9 9 [MED 3 8 1 0 ] ]") == 0  # 20 mod 10
     assert evaluate_listops("7") == 7
-    for bad, match in [("[MAX 1 2", "never closed"), ("[MAX ]", "no arguments"), ("[MAX 1 ] 2", "after the end"),
-                       ("[FOO 1 ]", "unexpected token"), ("12", "unexpected token")]:
+    for bad, match in [
+        ("[MAX 1 2", "never closed"),
+        ("[MAX ]", "no arguments"),
+        ("[MAX 1 ] 2", "after the end"),
+        ("[FOO 1 ]", "unexpected token"),
+        ("12", "unexpected token"),
+    ]:
         with pytest.raises(LongDataError, match=match):
             evaluate_listops(bad)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(),  # LRA: depth <= 10, 10 args, 500 < tokens < 2000
-    dict(min_length=0, max_length=40, max_depth=4, max_args=5),  # short ones, single digits included
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),  # LRA: depth <= 10, 10 args, 500 < tokens < 2000
+        dict(min_length=0, max_length=40, max_depth=4, max_args=5),  # short ones, single digits included
+    ],
+)
 def test_generator_labels_equal_the_evaluator_and_limits_hold(kwargs):
     n = 150
     texts, labels = generate_listops(n, seed=1, **kwargs)
     lo, hi = kwargs.get("min_length", 500), kwargs.get("max_length", 2000)
-    max_depth, max_args = kwargs.get("max_depth", 10), kwargs.get("max_args", 10)
+    max_depth = kwargs.get("max_depth", 10)
     assert len(texts) == n == len(set(texts)) and labels.dtype == np.int64
     assert [evaluate_listops(t) for t in texts] == labels.tolist()
     for t in texts:
@@ -96,6 +107,7 @@ def test_listops_tokenizer():
 
 
 # ---- arXiv-11 -------------------------------------------------------------------------------------------
+
 
 def _doc(label: int, i: int) -> str:
     return f"Document {i} of {ARXIV11_CATEGORIES[label]}.\nA long paper body about topic {label}. " * 3
@@ -147,14 +159,17 @@ def test_jsonl_layout_reads_every_split(tmp_path):
     assert splits["val"].texts[3] == _doc(3, 3)
 
 
-@pytest.mark.parametrize("line,match", [
-    ('{"text": "abc", "label": 3', r"val\.jsonl:3: not valid JSON"),
-    ('{"text": "abc"}', r'val\.jsonl:3: expected an object with "text" and "label"'),
-    ('{"text": "abc", "label": 11}', r"val\.jsonl:3: label 11 is out of range 0\.\.10"),
-    ('{"text": "abc", "label": "cs.XX"}', r"val\.jsonl:3: unknown category 'cs\.XX'"),
-    ('{"text": "  ", "label": 1}', r'val\.jsonl:3: "text" must be a non-empty string'),
-    ('[1, 2]', r"val\.jsonl:3: expected an object"),
-])
+@pytest.mark.parametrize(
+    "line,match",
+    [
+        ('{"text": "abc", "label": 3', r"val\.jsonl:3: not valid JSON"),
+        ('{"text": "abc"}', r'val\.jsonl:3: expected an object with "text" and "label"'),
+        ('{"text": "abc", "label": 11}', r"val\.jsonl:3: label 11 is out of range 0\.\.10"),
+        ('{"text": "abc", "label": "cs.XX"}', r"val\.jsonl:3: unknown category 'cs\.XX'"),
+        ('{"text": "  ", "label": 1}', r'val\.jsonl:3: "text" must be a non-empty string'),
+        ("[1, 2]", r"val\.jsonl:3: expected an object"),
+    ],
+)
 def test_malformed_jsonl_is_a_one_line_error_naming_file_and_line(tmp_path, line, match):
     root = _write_jsonl(tmp_path / "bad")
     lines = (root / "val.jsonl").read_text().splitlines()
@@ -212,7 +227,9 @@ def test_generate_listops_reports_progress_and_the_heartbeat_prints(capsys):
     from swarmlab.heartbeat import Heartbeat
 
     seen = []
-    generate_listops(5, seed=0, max_depth=3, min_length=0, max_length=50, progress=lambda kept, tries: seen.append(kept))
+    generate_listops(
+        5, seed=0, max_depth=3, min_length=0, max_length=50, progress=lambda kept, tries: seen.append(kept)
+    )
     assert seen and seen[0] == 0 and seen == sorted(seen) and seen[-1] <= 5
     beat = Heartbeat("data listops", 5, "expressions", every_s=0.0)
     beat.beat(3, "40 tries")

@@ -1,6 +1,7 @@
 """The long-document tasks (lra_text, listops, arxiv11) on the contract: data stages on tiny inputs, batch
 trimming that leaves every model's logits unchanged, the multi-class metrics against a direct computation,
 every model of the track at 4096 tokens, and (slow) data -> train -> evaluate end to end."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,14 @@ import torch
 from pipelines.common.params import load_params
 from pipelines.common.runs import build_model, make_task, model_names, model_overrides
 from swarmlab.errors import SwarmlabError
-from tasks.long_data import (ARXIV11_CATEGORIES, LISTOPS_VOCAB, LongDataError, NUM_SPECIAL, decode_bytes,
-                             evaluate_listops)
+from tasks.long_data import (
+    ARXIV11_CATEGORIES,
+    LISTOPS_VOCAB,
+    LongDataError,
+    NUM_SPECIAL,
+    decode_bytes,
+    evaluate_listops,
+)
 from tasks.long_documents import cap_rows, read_split
 from tasks.metrics import ConfusionMatrix, MulticlassConfusion, f1_scores
 from tasks.text_data import LengthGroupedTextDataset, TokenizedTextDataset
@@ -39,15 +46,18 @@ def direct_scores(truth: np.ndarray, pred: np.ndarray, k: int) -> dict:
         present.append(bool(tp + fp + fn))
     tp = np.sum(pred == truth)
     errors = np.sum(pred != truth)  # each error is one false positive and one false negative
-    return {"accuracy": tp / len(truth), "per_class": per_class,
-            "macro_f1": float(np.mean([f for f, p in zip(per_class, present) if p])),
-            "micro_f1": 2 * tp / (2 * tp + 2 * errors)}
+    return {
+        "accuracy": tp / len(truth),
+        "per_class": per_class,
+        "macro_f1": float(np.mean([f for f, p in zip(per_class, present) if p])),
+        "micro_f1": 2 * tp / (2 * tp + 2 * errors),
+    }
 
 
 def stream(meter, truth: np.ndarray, pred: np.ndarray, k: int, batch: int = 7):
     for s in range(0, len(truth), batch):
-        logits = torch.nn.functional.one_hot(torch.from_numpy(pred[s:s + batch]), k).float()
-        meter.update(logits, {"label": torch.from_numpy(truth[s:s + batch])}, torch.tensor(0.5))
+        logits = torch.nn.functional.one_hot(torch.from_numpy(pred[s : s + batch]), k).float()
+        meter.update(logits, {"label": torch.from_numpy(truth[s : s + batch])}, torch.tensor(0.5))
     return meter
 
 
@@ -63,11 +73,15 @@ def test_multiclass_metrics_equal_a_direct_computation(seed):
     assert set(got) == {"accuracy", "macro_f1", "micro_f1", "loss"}
     assert got["accuracy"] == pytest.approx(want["accuracy"], abs=1e-12)
     assert got["macro_f1"] == pytest.approx(want["macro_f1"], abs=1e-12)
-    assert got["micro_f1"] == pytest.approx(want["micro_f1"], abs=1e-12) and got["micro_f1"] == pytest.approx(got["accuracy"])
+    assert got["micro_f1"] == pytest.approx(want["micro_f1"], abs=1e-12) and got["micro_f1"] == pytest.approx(
+        got["accuracy"]
+    )
     assert got["macro_f1"] != pytest.approx(got["micro_f1"], abs=1e-3)
     assert [extras["per_class_f1"][str(c)] for c in range(k)] == pytest.approx(want["per_class"], abs=1e-12)
-    assert np.array_equal(np.array(extras["confusion_matrix"]),
-                          np.array([[np.sum((truth == t) & (pred == p)) for p in range(k)] for t in range(k)]))
+    assert np.array_equal(
+        np.array(extras["confusion_matrix"]),
+        np.array([[np.sum((truth == t) & (pred == p)) for p in range(k)] for t in range(k)]),
+    )
     assert sum(extras["per_class_support"].values()) == len(truth) and got["loss"] == pytest.approx(0.5)
 
 
@@ -80,7 +94,9 @@ def test_a_class_true_but_never_predicted_counts_with_f1_zero():
     assert meter.extras()["per_class_f1"]["5"] == 0.0 and want["per_class"][5] == 0.0
     assert got["macro_f1"] == pytest.approx(want["macro_f1"], abs=1e-12)
     assert got["macro_f1"] == pytest.approx(sum(want["per_class"]) / 6, abs=1e-12)  # all six classes averaged
-    per_class, _, _, _ = f1_scores(torch.tensor([[np.sum((truth == t) & (pred == p)) for p in range(6)] for t in range(6)]))
+    per_class, _, _, _ = f1_scores(
+        torch.tensor([[np.sum((truth == t) & (pred == p)) for p in range(6)] for t in range(6)])
+    )
     assert per_class.tolist() == pytest.approx(want["per_class"], abs=1e-12)
 
 
@@ -125,8 +141,13 @@ def write_prepared(folder, n_per_label=12, long_every=5):
         rows = reviews(n)
         texts = [r["text"] * (12 if i % long_every == 0 else 1) for i, r in enumerate(rows)]
         texts[0] = "Café crème — " + texts[0]
-        table = pa.table({"uid": [f"{split}/{i}" for i in range(len(rows))], "text": texts,
-                          "label": pa.array([r["label"] for r in rows], pa.int8())})
+        table = pa.table(
+            {
+                "uid": [f"{split}/{i}" for i in range(len(rows))],
+                "text": texts,
+                "label": pa.array([r["label"] for r in rows], pa.int8()),
+            }
+        )
         for k, part in enumerate((table.slice(0, len(rows) // 2), table.slice(len(rows) // 2))):
             pq.write_table(part, folder / f"{split}-{k:03d}.parquet")
     return folder
@@ -154,7 +175,7 @@ def test_lra_text_data_stage_writes_the_bytes_of_each_review(tmp_path):
     for row, uid in enumerate(uids):
         raw = texts[uid].encode("utf-8")[:256]
         assert decode_bytes(ids[row]) == raw and lengths[row] == len(raw) and labels[row] == labels_by_uid[uid]
-        assert (ids[row, lengths[row]:] == 0).all() and (ids[row, :lengths[row]] >= NUM_SPECIAL).all()
+        assert (ids[row, lengths[row] :] == 0).all() and (ids[row, : lengths[row]] >= NUM_SPECIAL).all()
 
 
 def test_lra_text_without_prepared_data_says_which_stage_to_run(tmp_path):
@@ -168,8 +189,18 @@ def test_lra_text_without_prepared_data_says_which_stage_to_run(tmp_path):
 def test_listops_data_stage_labels_equal_the_evaluator_and_splits_are_disjoint(tmp_path):
     from pipelines.data import build
 
-    params = long_params(tmp_path, listops={"train_rows": 40, "val_rows": 10, "test_rows": 10, "max_depth": 5,
-                                            "min_length": 10, "max_length": 120, "max_len": 128})
+    params = long_params(
+        tmp_path,
+        listops={
+            "train_rows": 40,
+            "val_rows": 10,
+            "test_rows": 10,
+            "max_depth": 5,
+            "min_length": 10,
+            "max_length": 120,
+            "max_len": 128,
+        },
+    )
     build(params, "listops", report_root=tmp_path / "reports")
     folder = tmp_path / "data" / "listops"
     meta = json.loads((folder / "meta.json").read_text())
@@ -179,7 +210,7 @@ def test_listops_data_stage_labels_equal_the_evaluator_and_splits_are_disjoint(t
         ids, lengths, labels = read_split(folder, split, 128)
         assert len(labels) == n and meta["splits"][split]["max_depth"] <= 5
         for row in range(n):
-            text = " ".join(LISTOPS_VOCAB[i] for i in ids[row, :lengths[row]])
+            text = " ".join(LISTOPS_VOCAB[i] for i in ids[row, : lengths[row]])
             assert evaluate_listops(text) == labels[row] and 10 < lengths[row] < 120
             assert text not in seen
             seen.add(text)
@@ -189,7 +220,7 @@ def test_listops_data_stage_labels_equal_the_evaluator_and_splits_are_disjoint(t
 
 
 def write_arxiv_folders(root, per_class=5):
-    for c, name in enumerate(ARXIV11_CATEGORIES):
+    for name in ARXIV11_CATEGORIES:
         (root / name.lower()).mkdir(parents=True)
         for i in range(per_class):
             (root / name.lower() / f"{i}.txt").write_text(f"Paper {i} on {name}. " * (3 + i), encoding="utf-8")
@@ -206,13 +237,19 @@ def test_arxiv11_data_stage_reads_both_layouts(tmp_path, layout):
     else:
         source.mkdir()
         for split, n in (("train", 10), ("test", 2)):
-            lines = [json.dumps({"text": f"{name} document {i}", "label": name}) for name in ARXIV11_CATEGORIES
-                     for i in range(n)]
+            lines = [
+                json.dumps({"text": f"{name} document {i}", "label": name})
+                for name in ARXIV11_CATEGORIES
+                for i in range(n)
+            ]
             (source / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-    params = long_params(tmp_path, arxiv11={"source": str(source), "max_len": 64, "val_fraction": 0.1,
-                                            "test_fraction": 0.2})
+    params = long_params(
+        tmp_path, arxiv11={"source": str(source), "max_len": 64, "val_fraction": 0.1, "test_fraction": 0.2}
+    )
     summary = build(params, "arxiv11", report_root=tmp_path)
-    want = (77, 11, 22) if layout == "folders" else (99, 11, 22)  # folders: 10 per class -> 7/1/2; jsonl: val from train
+    want = (
+        (77, 11, 22) if layout == "folders" else (99, 11, 22)
+    )  # folders: 10 per class -> 7/1/2; jsonl: val from train
     assert (summary["train_rows"], summary["val_rows"], summary["test_rows"]) == want
     task = make_task(params, "arxiv11")
     assert task.model_kwargs() == {"vocab_size": 259, "num_classes": 11, "seq_len": 64}
@@ -232,13 +269,16 @@ def test_arxiv11_without_a_source_or_with_a_malformed_one_is_a_clear_error(tmp_p
     assert not (tmp_path / "data" / "arxiv11").exists()
 
 
-@pytest.mark.parametrize(("key", "options", "match"), [
-    ("listops", {"max_len": 100}, "max_len=100 cannot hold the longest expression"),
-    ("listops", {"min_length": 300}, "need 0 <= min_length < max_length - 1"),
-    ("lra_text", {"max_train": -1}, "max_train must be >= 0"),
-    ("lra_text", {"trim_multiple": 0}, "trim_multiple must be >= 1"),
-    ("arxiv11", {"encoding_errors": "latin1"}, "encoding_errors must be strict, replace or ignore"),
-])
+@pytest.mark.parametrize(
+    ("key", "options", "match"),
+    [
+        ("listops", {"max_len": 100}, "max_len=100 cannot hold the longest expression"),
+        ("listops", {"min_length": 300}, "need 0 <= min_length < max_length - 1"),
+        ("lra_text", {"max_train": -1}, "max_train must be >= 0"),
+        ("lra_text", {"trim_multiple": 0}, "trim_multiple must be >= 1"),
+        ("arxiv11", {"encoding_errors": "latin1"}, "encoding_errors must be strict, replace or ignore"),
+    ],
+)
 def test_bad_options_are_one_line_errors(tmp_path, key, options, match):
     with pytest.raises(SwarmlabError, match=match) as info:
         make_task(long_params(tmp_path, **{key: options}), key)
@@ -280,8 +320,12 @@ def test_trimmed_batches_drop_only_padding_and_the_plan_groups_lengths():
     shuffled = np.mean([float(lengths[p].max() - lengths[p].min()) for p in torch.randperm(24).split(4)])
     assert spread < shuffled / 2
     ordered = trimmed.sorted_by_length()
-    assert (ordered.lengths[:-1] >= ordered.lengths[1:]).all() and ordered.get_batch(torch.tensor([23]))["input_ids"].shape[1] == 128
-    assert isinstance(ordered.to("cpu"), LengthGroupedTextDataset) and isinstance(trimmed.truncated(256), LengthGroupedTextDataset)
+    assert (ordered.lengths[:-1] >= ordered.lengths[1:]).all() and ordered.get_batch(torch.tensor([23]))[
+        "input_ids"
+    ].shape[1] == 128
+    assert isinstance(ordered.to("cpu"), LengthGroupedTextDataset) and isinstance(
+        trimmed.truncated(256), LengthGroupedTextDataset
+    )
 
 
 def cpu_models(key="lra_text"):
@@ -318,8 +362,9 @@ def test_trimming_leaves_every_long_models_logits_unchanged(name):
     a, b = full.get_batch(idx), trimmed.get_batch(idx)
     assert b["input_ids"].shape == (3, 128)
     with torch.no_grad():
-        torch.testing.assert_close(model(b["input_ids"], b["attention_mask"]), model(a["input_ids"], a["attention_mask"]),
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            model(b["input_ids"], b["attention_mask"]), model(a["input_ids"], a["attention_mask"]), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_trimming_would_change_a_model_that_attends_to_padding():
@@ -332,8 +377,9 @@ def test_trimming_would_change_a_model_that_attends_to_padding():
     a = TokenizedTextDataset(ids, lengths, labels, sep_id=None).get_batch(idx)
     b = LengthGroupedTextDataset(ids, lengths, labels, trim_multiple=128).get_batch(idx)
     with torch.no_grad():
-        assert not torch.allclose(model(b["input_ids"], b["attention_mask"]), model(a["input_ids"], a["attention_mask"]),
-                                  rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(
+            model(b["input_ids"], b["attention_mask"]), model(a["input_ids"], a["attention_mask"]), rtol=1e-4, atol=1e-5
+        )
 
 
 # ---------------------------------------------------------------------------------- models at 4096 tokens
@@ -387,9 +433,19 @@ def test_data_train_evaluate_end_to_end(tmp_path, key):
     from pipelines.train import train
 
     write_prepared(tmp_path / "data" / "prepared")
-    params = long_params(tmp_path, lra_text={"max_len": 256, "max_train": 16, "max_val": 8, "max_test": 10},
-                         listops={"train_rows": 16, "val_rows": 8, "test_rows": 10, "max_depth": 4, "min_length": 10,
-                                  "max_length": 120, "max_len": 128})
+    params = long_params(
+        tmp_path,
+        lra_text={"max_len": 256, "max_train": 16, "max_val": 8, "max_test": 10},
+        listops={
+            "train_rows": 16,
+            "val_rows": 8,
+            "test_rows": 10,
+            "max_depth": 4,
+            "min_length": 10,
+            "max_length": 120,
+            "max_len": 128,
+        },
+    )
     params["tasks"][key]["train"].update(max_epochs=1, max_steps=2, batch_size=8)
     build(params, key, report_root=tmp_path / "reports")
     trained = train(params, key, out_root=tmp_path / "outputs", report_root=tmp_path / "reports", tracking=False)
@@ -412,10 +468,16 @@ def test_data_stage_errors_are_one_line_from_the_command_line(tmp_path):
     from tests.test_cli_errors import assert_one_line_error, base_params, run_stage
 
     params = base_params()
-    assert_one_line_error(run_stage("data", tmp_path, params, "--task", "arxiv11"),
-                          "tasks.arxiv11.options.source is empty", "set it to your copy")
-    assert_one_line_error(run_stage("data", tmp_path, params, "--task", "lra_text"),
-                          f"no train-*.parquet in {tmp_path / 'data' / 'prepared'}", "run the prepare stage first")
+    assert_one_line_error(
+        run_stage("data", tmp_path, params, "--task", "arxiv11"),
+        "tasks.arxiv11.options.source is empty",
+        "set it to your copy",
+    )
+    assert_one_line_error(
+        run_stage("data", tmp_path, params, "--task", "lra_text"),
+        f"no train-*.parquet in {tmp_path / 'data' / 'prepared'}",
+        "run the prepare stage first",
+    )
     source = write_arxiv_folders(tmp_path / "arxiv")
     (source / "cs.ai" / "0.txt").write_bytes(b"\xff\xfe not utf-8")
     params["profiles"]["t"]["tasks"]["arxiv11"] = {"options": {"source": str(source)}}

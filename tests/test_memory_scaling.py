@@ -2,6 +2,7 @@
 
 Nothing here asserts a speed or a memory size: those are measured by the script and read by people.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -71,9 +72,11 @@ def test_predicted_quadratic_bytes(N):
 def test_goals_are_checked_against_the_configured_points():
     goals = _cfg()["goals"]
     label, base = ms.ModelSpec.parse(goals["model"]).label, goals["speed_baseline"]
-    pts = [dict(model=label, tokens=goals["memory_tokens"], status="ok", increment_bytes=0.2e9, time_s=1.0),
-           dict(model=label, tokens=goals["speed_tokens"], status="ok", increment_bytes=1, time_s=0.5),
-           dict(model=base, tokens=goals["speed_tokens"], status="ok", increment_bytes=1, time_s=4.0)]
+    pts = [
+        dict(model=label, tokens=goals["memory_tokens"], status="ok", increment_bytes=0.2e9, time_s=1.0),
+        dict(model=label, tokens=goals["speed_tokens"], status="ok", increment_bytes=1, time_s=0.5),
+        dict(model=base, tokens=goals["speed_tokens"], status="ok", increment_bytes=1, time_s=4.0),
+    ]
     g = ms.check_goals(pts, goals)
     assert g["memory"]["measured_gb"] == pytest.approx(0.2) and g["memory"]["met"] is True
     assert g["speed"]["ratio"] == pytest.approx(8.0) and g["speed"]["met"] is False
@@ -87,9 +90,11 @@ def test_both_full_attention_baselines_are_compared_with_swarmformer():
     label = ms.ModelSpec.parse(goals["model"]).label
     assert goals["memory_baselines"] == ["transformer", "transformer_dense"]
     n = goals["memory_tokens"]
-    pts = [dict(model=label, tokens=n, status="ok", increment_bytes=0.25e9, predicted_bytes=None),
-           dict(model="transformer", tokens=n, status="ok", increment_bytes=0.5e9, predicted_bytes=None),
-           dict(model="transformer_dense", tokens=n, status="over_cap", predicted_bytes=320e9)]
+    pts = [
+        dict(model=label, tokens=n, status="ok", increment_bytes=0.25e9, predicted_bytes=None),
+        dict(model="transformer", tokens=n, status="ok", increment_bytes=0.5e9, predicted_bytes=None),
+        dict(model="transformer_dense", tokens=n, status="over_cap", predicted_bytes=320e9),
+    ]
     c = ms.check_goals(pts, goals)["baselines"]
     assert c["model_gb"] == pytest.approx(0.25) and c["model_kind"] == "measured"
     sdpa, dense = c["baselines"]
@@ -107,8 +112,17 @@ def test_dense_attention_memory_is_what_is_predicted():
     """The materialised path's increment is its predicted 2 x (B, H, N, N) float32 (plus small activations); the
     SDPA path of the same model keeps no N x N matrix at all."""
     tiny = [["d_model", 32], ["num_layers", 1], ["vocab_size", 64]]
-    payload = dict(name="transformer_dense", overrides=tiny, tokens=2048, batch_size=1, warmup_tokens=64,
-                   time_repeats=1, mem_cap_bytes=10**10, device="cpu", num_threads=0)
+    payload = dict(
+        name="transformer_dense",
+        overrides=tiny,
+        tokens=2048,
+        batch_size=1,
+        warmup_tokens=64,
+        time_repeats=1,
+        mem_cap_bytes=10**10,
+        device="cpu",
+        num_threads=0,
+    )
     dense = ms.measure_point(payload)
     sdpa = ms.measure_point({**payload, "name": "transformer"})
     assert dense["status"] == sdpa["status"] == "ok"
@@ -142,8 +156,15 @@ def test_params_profiles():
     assert max(smoke["tokens"]) <= 1024, "the smoke profile must stay fast"
     cpu = load_params(profile="cpu")["memory_scaling"]
     assert cpu["tokens"] == [1024, 4096, 16384, 65536, 100000]
-    assert {"transformer", "transformer_dense", "linear_transformer", "sparse_transformer", "longformer",
-            "swarmformer_small cluster_size=8", "swarmformer_enhanced_small"} <= set(cpu["models"])
+    assert {
+        "transformer",
+        "transformer_dense",
+        "linear_transformer",
+        "sparse_transformer",
+        "longformer",
+        "swarmformer_small cluster_size=8",
+        "swarmformer_enhanced_small",
+    } <= set(cpu["models"])
 
 
 @pytest.mark.slow
@@ -155,8 +176,17 @@ def test_every_registered_cpu_profile_model_takes_every_cpu_length():
 
 
 def test_measure_point_in_process():
-    payload = dict(name="linear_transformer", overrides=[["d_model", 32]], tokens=256, batch_size=1, warmup_tokens=64,
-                   time_repeats=3, mem_cap_bytes=10**9, device="cpu", num_threads=0)
+    payload = dict(
+        name="linear_transformer",
+        overrides=[["d_model", 32]],
+        tokens=256,
+        batch_size=1,
+        warmup_tokens=64,
+        time_repeats=3,
+        mem_cap_bytes=10**9,
+        device="cpu",
+        num_threads=0,
+    )
     r = ms.measure_point(payload)
     assert r["status"] == "ok" and r["memory_measure"] == "process_rss_vmhwm"
     assert r["peak_bytes"] >= r["baseline_bytes"] > 0
@@ -172,8 +202,17 @@ def test_fast_cluster_attention_memory_is_linear_in_the_cluster_count():
     (3-D query/key/value silently take the math kernel, which materializes them: the fast path's first version.)
     """
     tiny = [["cluster_size", 2], ["d_model", 32], ["num_layers", 1], ["t_local", 1], ["vocab_size", 64]]
-    payload = dict(name="swarmformer_small", overrides=tiny, tokens=16384, batch_size=1, warmup_tokens=64,
-                   time_repeats=1, mem_cap_bytes=10**10, device="cpu", num_threads=0)
+    payload = dict(
+        name="swarmformer_small",
+        overrides=tiny,
+        tokens=16384,
+        batch_size=1,
+        warmup_tokens=64,
+        time_repeats=1,
+        mem_cap_bytes=10**10,
+        device="cpu",
+        num_threads=0,
+    )
     fast = ms.measure_point(payload)
     reference = ms.measure_point({**payload, "overrides": tiny + [["fast", False]]})
     assert fast["status"] == reference["status"] == "ok"
@@ -184,8 +223,23 @@ def test_fast_cluster_attention_memory_is_linear_in_the_cluster_count():
 @pytest.mark.slow
 def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     out = tmp_path / "ms"
-    ms.main(["--profile", "smoke", "--out", str(out), "--tokens", "256", "512", "--mem-cap-gb", "0.003",
-             "--models", "swarmformer_small cluster_size=8", "transformer", "transformer_dense"])
+    ms.main(
+        [
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--tokens",
+            "256",
+            "512",
+            "--mem-cap-gb",
+            "0.003",
+            "--models",
+            "swarmformer_small cluster_size=8",
+            "transformer",
+            "transformer_dense",
+        ]
+    )
     result = json.loads((out / "results.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     assert (out / "memory_scaling.png").stat().st_size > 10_000
@@ -210,7 +264,9 @@ def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
 @pytest.mark.slow
 def test_timeouts_are_reported_and_later_lengths_skipped():
     # 0.5 s is less than a child needs to import torch: the first point must time out.
-    result = ms.run_benchmark(_cfg(models=["linear_transformer"], tokens=[256, 512], timeout_s=0.5), log=lambda *a, **k: None)
+    result = ms.run_benchmark(
+        _cfg(models=["linear_transformer"], tokens=[256, 512], timeout_s=0.5), log=lambda *a, **k: None
+    )
     statuses = [p["status"] for p in result["points"]]
     assert statuses == ["timeout", "skipped"]
     assert result["fits"]["linear_transformer"]["memory_exponent"] is None
@@ -221,7 +277,16 @@ def test_measure_point_reports_the_median_of_its_repeats(monkeypatch):
     # A fake clock: the three timed forwards take 5 s, 1 s and 3 s; the first is not the median.
     ticks = iter([0.0, 5.0, 10.0, 11.0, 20.0, 23.0])
     monkeypatch.setattr(ms.time, "perf_counter", lambda: next(ticks))
-    payload = dict(name="linear_transformer", overrides=[["d_model", 16]], tokens=64, batch_size=1, warmup_tokens=0,
-                   time_repeats=3, mem_cap_bytes=10**9, device="cpu", num_threads=0)
+    payload = dict(
+        name="linear_transformer",
+        overrides=[["d_model", 16]],
+        tokens=64,
+        batch_size=1,
+        warmup_tokens=0,
+        time_repeats=3,
+        mem_cap_bytes=10**9,
+        device="cpu",
+        num_threads=0,
+    )
     r = ms.measure_point(payload)
     assert r["times_s"] == [5.0, 1.0, 3.0] and r["time_s"] == 3.0

@@ -6,6 +6,7 @@ the `paper-baselines` runs page and the run-comparison page of our run beside a 
 with --dump-dom; a screenshot of the comparison is saved as the test's artifact (its path is printed; set
 SWARMLAB_ARTIFACTS to copy it there). Without Chromium the test fails, it does not skip.
 """
+
 from __future__ import annotations
 
 import html
@@ -29,16 +30,27 @@ from tests.conftest import REPO_ROOT
 pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("SWARMLAB_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--virtual-time-budget=20000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--virtual-time-budget=20000",
+]
 
 
 def chromium() -> str:
     path = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
     if not path:
-        pytest.fail(f"Chromium is not installed ({CHROMIUM} missing): install Debian's package "
-                    f"(`apt-get install -y chromium`, which .ci/run does) or set SWARMLAB_CHROMIUM to a chromium binary",
-                    pytrace=False)
+        pytest.fail(
+            f"Chromium is not installed ({CHROMIUM} missing): install Debian's package "
+            f"(`apt-get install -y chromium`, which .ci/run does) or set SWARMLAB_CHROMIUM to a chromium binary",
+            pytrace=False,
+        )
     return path
 
 
@@ -74,11 +86,16 @@ def browse(url: str, tmp: Path, name: str, *, screenshot: bool = False) -> str:
 def store(tmp_path):
     """A sqlite store holding a toy_counting training run and the papers' baselines."""
     db = tmp_path / "mlruns.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "SWARMLAB_WORKDIR": str(tmp_path / "work"),
-           "SWARMLAB_PROGRESS": "0"}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
+        "SWARMLAB_WORKDIR": str(tmp_path / "work"),
+        "SWARMLAB_PROGRESS": "0",
+    }
     for cmd in (["pipelines.train", "--task", "toy_counting", "--profile", "smoke"], ["pipelines.paper_baselines"]):
-        proc = subprocess.run([sys.executable, "-m", *cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", *cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return db
 
@@ -89,9 +106,26 @@ def server(store, tmp_path):
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", "1", "--backend-store-uri", f"sqlite:///{store}"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{store}",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -132,8 +166,12 @@ def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store
     papers_page = browse(f"{server}/#/experiments/{papers_exp.experiment_id}/runs", tmp_path, "papers")
     assert "SwarmFormer-Small [seed000 Table 2]" in papers_page and "51 matching runs" in papers_page
 
-    query = urllib.parse.urlencode({"runs": json.dumps([run.info.run_id, paper.info.run_id]),
-                                    "experiments": json.dumps([ours_exp.experiment_id, papers_exp.experiment_id])})
+    query = urllib.parse.urlencode(
+        {
+            "runs": json.dumps([run.info.run_id, paper.info.run_id]),
+            "experiments": json.dumps([ours_exp.experiment_id, papers_exp.experiment_id]),
+        }
+    )
     compare = browse(f"{server}/#/compare-runs?{query}", tmp_path, "compare", screenshot=True)
     assert "transformer-seed0" in compare and "SwarmFormer-Small [seed000 Table 2]" in compare
     assert "best_val_accuracy" in compare and "test_accuracy" in compare and "0.862" in compare

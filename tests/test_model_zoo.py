@@ -3,6 +3,7 @@
 A new model is covered without editing this file when its config accepts the common tiny keys below
 (unknown keys are dropped per model); a model with other size constraints adds an entry to TINY_EXTRA.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,19 @@ TEXT_MODELS = models.list_models(kind="text")
 
 # Common tiny sizes; each model keeps only the keys its config has. Lengths used below (32, 64) are
 # multiples of every size that must divide them (cluster_size 4, window 4, block 8).
-TINY = dict(vocab_size=100, num_classes=3, d_model=16, seq_len=32, num_layers=1, num_heads=2, t_local=1,
-            cluster_size=4, window_one_sided=4, block=8, summary=2)
+TINY = dict(
+    vocab_size=100,
+    num_classes=3,
+    d_model=16,
+    seq_len=32,
+    num_layers=1,
+    num_heads=2,
+    t_local=1,
+    cluster_size=4,
+    window_one_sided=4,
+    block=8,
+    summary=2,
+)
 TINY_EXTRA: dict[str, dict] = {  # name -> extra or replacing overrides, for constraints TINY does not meet
     # HSW has per-stage depths and heads and a window of W tokens: 2 stages of 2 blocks (plain + shifted)
     **{name: dict(depths=(2, 2), heads=(2, 2), window=8, embed_dim=16) for name in ("hsw", "hsw_small")},
@@ -57,7 +69,7 @@ def test_forward_backward_every_parameter_gets_a_finite_gradient(name):
     B, L = 3, model.cfg.seq_len
     ids = torch.randint(1, 100, (B, L), generator=torch.Generator().manual_seed(1))
     mask = torch.ones(B, L, dtype=torch.bool)
-    mask[1, L // 2:] = False
+    mask[1, L // 2 :] = False
     ids[~mask] = PAD
     logits = model(ids, mask)
     assert logits.shape == (B, 3)

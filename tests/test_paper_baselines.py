@@ -1,4 +1,5 @@
 """The papers' baselines: the table says what the papers print, and logging it to MLflow is idempotent."""
+
 from __future__ import annotations
 
 import copy
@@ -9,8 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.paper_baselines import (BASELINES_FILE, EXPERIMENT, load_baselines, log_baselines, normalise_quote,
-                                       run_stage)
+from pipelines.paper_baselines import (
+    BASELINES_FILE,
+    EXPERIMENT,
+    load_baselines,
+    log_baselines,
+    normalise_quote,
+    run_stage,
+)
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
@@ -44,9 +51,17 @@ def test_the_table_covers_what_the_issue_lists():
     assert sum(e["where"] == "Table 2" and e["task"] == "clustering_direct" for e in ENTRIES) == 6
     assert sum(e["task"] == "clustering_mog" and e["source"] == "seed003" for e in ENTRIES) == 20
     assert any(k.startswith("seed002/") for k in keys)
-    lra = {(e["task"], e["model"]): e["metrics"]["test_accuracy"] for e in ENTRIES if e["task"] in ("lra_text", "listops")}
-    assert lra == {("lra_text", "Transformer"): 0.6427, ("lra_text", "Longformer"): 0.6285, ("lra_text", "S4"): 0.8682,
-                   ("listops", "Transformer"): 0.3637, ("listops", "Longformer"): 0.3563, ("listops", "S4"): 0.5960}
+    lra = {
+        (e["task"], e["model"]): e["metrics"]["test_accuracy"] for e in ENTRIES if e["task"] in ("lra_text", "listops")
+    }
+    assert lra == {
+        ("lra_text", "Transformer"): 0.6427,
+        ("lra_text", "Longformer"): 0.6285,
+        ("lra_text", "S4"): 0.8682,
+        ("listops", "Transformer"): 0.3637,
+        ("listops", "Longformer"): 0.3563,
+        ("listops", "S4"): 0.5960,
+    }
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.get("quote")], ids=lambda e: e["key"])
@@ -55,12 +70,16 @@ def test_each_quote_is_in_its_paper_and_holds_every_number(entry):
     if not paper.is_file():
         pytest.skip(f"{paper} is not on this machine (set SWARMLAB_PAPERS)")
     quote = normalise_quote(entry["quote"])
-    assert quote in normalise_quote(paper.read_text(encoding="utf-8")), f"{entry['key']}: quote not found in {paper.name}"
+    assert quote in normalise_quote(paper.read_text(encoding="utf-8")), (
+        f"{entry['key']}: quote not found in {paper.name}"
+    )
     printed = numbers_in(quote)
     for metric, value in entry["metrics"].items():
         if metric == "test_loss" or metric == "train_loss":  # derived: minus the printed log-likelihood
             value = -entry["metrics"][metric.replace("loss", "loglik")]
-        assert printed_as(value, printed), f"{entry['key']}: {metric} = {value} is none of the printed numbers {printed}"
+        assert printed_as(value, printed), (
+            f"{entry['key']}: {metric} = {value} is none of the printed numbers {printed}"
+        )
 
 
 def test_a_bad_table_is_a_one_line_error(tmp_path):

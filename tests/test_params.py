@@ -37,14 +37,17 @@ def test_top_level_section_overrides_every_profile(tmp_path):
     assert load_params(path, "b")["train"]["max_epochs"] == 9
 
 
-@pytest.mark.parametrize("profiles, message", [
-    ("  a: {train: {lrr: 1.0}}", r"unknown key 'train.lrr'; known keys here: amp, lr, max_epochs"),
-    ("  a: {trian: {}}", r"unknown key 'trian'"),
-    ("  a: {train: {max_epochs: '3'}}", r"train.max_epochs must be a int .*got string '3'"),
-    ("  a: {train: {amp: 1}}", r"train.amp must be a string"),
-    ("  a: {train: {lr: fast}}", r"train.lr must be a float"),
-    ("  a: {train: {models: m}}", r"train.models must be a list"),
-])
+@pytest.mark.parametrize(
+    "profiles, message",
+    [
+        ("  a: {train: {lrr: 1.0}}", r"unknown key 'train.lrr'; known keys here: amp, lr, max_epochs"),
+        ("  a: {trian: {}}", r"unknown key 'trian'"),
+        ("  a: {train: {max_epochs: '3'}}", r"train.max_epochs must be a int .*got string '3'"),
+        ("  a: {train: {amp: 1}}", r"train.amp must be a string"),
+        ("  a: {train: {lr: fast}}", r"train.lr must be a float"),
+        ("  a: {train: {models: m}}", r"train.models must be a list"),
+    ],
+)
 def test_bad_params_are_one_line_errors(tmp_path, profiles, message):
     text = BASE.split("profiles:")[0] + "profiles:\n" + profiles + "\n"
     with pytest.raises(SwarmlabError, match=message) as info:
@@ -81,7 +84,9 @@ def test_only_the_declared_sections_override_at_the_top_level(tmp_path):
 def test_a_profile_may_add_engine_settings_per_model_mappings_and_task_fields(tmp_path):
     """tasks.<k>.train / model_overrides take keys the defaults' section omits (checked where they are used), a task
     section takes every TaskSection field (seeds, skip), and a grid's `vary` / `set` are replaced whole."""
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 profile: a
 paths: {datasets: ../shared/datasets}
 defaults:
@@ -95,11 +100,15 @@ profiles:
     tasks: {t: {seeds: [0, 1], skip: why, train: {eval_every: 5, m: {lr: 0.1}}, model_overrides: {m: {d: 2}}}}
     ablations: {g: {vary: {tasks.t.model_overrides.d: [3]}, set: {tasks.t.seeds: [0]}}}
   b: {tasks: {t: {bogus: 1}}}
-""")
+""",
+    )
     a = load_params(path)
     t = a["tasks"]["t"]
     assert t["seeds"] == [0, 1] and t["skip"] == "why"
-    assert t["train"] == {"lr": 0.001, "eval_every": 5, "m": {"lr": 0.1}} and t["model_overrides"] == {"d": 1, "m": {"d": 2}}
+    assert t["train"] == {"lr": 0.001, "eval_every": 5, "m": {"lr": 0.1}} and t["model_overrides"] == {
+        "d": 1,
+        "m": {"d": 2},
+    }
     assert a["ablations"]["g"]["vary"] == {"tasks.t.model_overrides.d": [3]}
     assert a["ablations"]["g"]["set"] == {"tasks.t.seeds": [0]}
     with pytest.raises(SwarmlabError, match="unknown key 'tasks.t.bogus'"):

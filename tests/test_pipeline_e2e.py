@@ -1,4 +1,5 @@
 """`dvc exp run -S profile=smoke` end to end in a temporary copy of the repository, tracked in MLflow."""
+
 import json
 import os
 import shutil
@@ -17,14 +18,21 @@ pytestmark = pytest.mark.slow
 
 def copy_repo(dest: Path) -> Path:
     """The working tree's tracked and untracked-but-not-ignored files, as a fresh one-commit git repo."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT, capture_output=True,
-                           text=True, check=True).stdout.split("\n")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     for name in filter(None, files):
         src = REPO_ROOT / name
         if src.is_file() and not name.startswith(("data/", "reports/")) and name != "dvc.lock":
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
         subprocess.run(cmd, cwd=dest, check=True, env=env)
     return dest
@@ -33,23 +41,57 @@ def copy_repo(dest: Path) -> Path:
 def test_smoke_profile_through_dvc(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     db = tmp_path / "mlruns.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1", "SWARMLAB_PROGRESS": "0",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
+        "DVC_NO_ANALYTICS": "1",
+        "SWARMLAB_PROGRESS": "0",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     env.pop("SWARMLAB_WORKDIR", None)
     dvc = [sys.executable, "-m", "dvc"]
-    proc = subprocess.run([*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sets = {"derive@clustering_direct", "derive@clustering_mog", "train@clustering_direct", "evaluate@clustering_direct",
-            "train@clustering_mog", "evaluate@clustering_mog", "frontier@clustering_direct"}
-    images = {f"{stage}@{key}" for stage in ("data", "train", "evaluate", "sample") for key in ("mnist", "fashion_mnist")}
+    sets = {
+        "derive@clustering_direct",
+        "derive@clustering_mog",
+        "train@clustering_direct",
+        "evaluate@clustering_direct",
+        "train@clustering_mog",
+        "evaluate@clustering_mog",
+        "frontier@clustering_direct",
+    }
+    images = {
+        f"{stage}@{key}" for stage in ("data", "train", "evaluate", "sample") for key in ("mnist", "fashion_mnist")
+    }
     long_stages = {f"{stage}@{task}" for stage in ("derive", "train", "evaluate") for task in ("lra_text", "listops")}
-    for stage in ("prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", *sorted(sets), *sorted(images),
-                  *sorted(long_stages), "paper_baselines", "report"):
+    for stage in (
+        "prepare",
+        "augment",
+        "tokenize",
+        "train@imdb",
+        "evaluate@imdb",
+        *sorted(sets),
+        *sorted(images),
+        *sorted(long_stages),
+        "paper_baselines",
+        "report",
+    ):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
-    evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())["swarmformer_small-seed0"]
+    evaluation = json.loads((repo / "reports" / "evaluate" / "imdb" / "metrics.json").read_text())[
+        "swarmformer_small-seed0"
+    ]
     assert evaluation["test_rows"] == 400 and 0.0 <= evaluation["test_accuracy"] <= 1.0
-    assert evaluation["latency_ms_p95"] >= evaluation["latency_ms_p50"] > 0 and evaluation["throughput_samples_per_s"] > 0
+    assert (
+        evaluation["latency_ms_p95"] >= evaluation["latency_ms_p50"] > 0 and evaluation["throughput_samples_per_s"] > 0
+    )
     assert sum(map(sum, evaluation["confusion_matrix"])) == 400
     training = json.loads((repo / "reports" / "train" / "imdb" / "metrics.json").read_text())["swarmformer_small-seed0"]
     assert training["evaluations"] == 2 and training["num_params"] == evaluation["num_params"]
@@ -57,11 +99,15 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert (repo / "reports" / "evaluate" / "imdb" / "plots" / "confusion_swarmformer_small-seed0.png").is_file()
     assert (repo / "dvc.lock").is_file()
     for key in ("mnist", "fashion_mnist"):  # the image track (tasks/image_generation.py) at smoke size
-        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())["swarm_transformer_small-seed0"]
+        scored = json.loads((repo / "reports" / "evaluate" / key / "metrics.json").read_text())[
+            "swarm_transformer_small-seed0"
+        ]
         assert scored["test_rows"] == 100 and 0 < scored["test_bits_per_dim"] < 8.5
         assert scored["approximate_train_images"] is (key == "mnist")
         assert (repo / "reports" / "sample" / key / "swarm_transformer_small-seed0" / "samples.png").is_file()
-    report = (repo / "reports" / "REPORT.md").read_text()  # the last stage: the ledger, then our runs beside the papers'
+    report = (
+        repo / "reports" / "REPORT.md"
+    ).read_text()  # the last stage: the ledger, then our runs beside the papers'
     assert "| `swarmformer_small-seed0` — ours |" in report and "#/experiments/" in report
     assert report.split("\n## ")[1].startswith("Claims ledger")  # the report opens with the ledger
     ledger = report.split("\n## Claims ledger")[1].split("\n### ")[0]
@@ -70,10 +116,15 @@ def test_smoke_profile_through_dvc(tmp_path):
     numbered = [r for r in rows if r[3] != "—"]  # column "ours (95% interval)"
     assert numbered and all("[" in r[3] or r[3].endswith("(exact)") for r in numbered), numbered
     small = next(r for r in rows if r[0].startswith("| `s000-small-accuracy`"))
-    assert small[7] in ("**not supported at this budget**", "**inconclusive**", "**supported**") and "bootstrap" in small[8]
+    assert (
+        small[7] in ("**not supported at this budget**", "**inconclusive**", "**supported**")
+        and "bootstrap" in small[8]
+    )
     for key in ("lra_text", "listops", "imdb", "mnist", "clustering_mog"):  # per-item test scores for every run
         assert sorted(p.name for p in (repo / "reports" / "evaluate" / key / "items").glob("*.npz")), key
-    assert (repo / "reports" / "report.html").is_file() and (repo / "reports" / "report" / "plots" / "curves" / "imdb").is_dir()
+    assert (repo / "reports" / "report.html").is_file() and (
+        repo / "reports" / "report" / "plots" / "curves" / "imdb"
+    ).is_dir()
 
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
@@ -86,28 +137,56 @@ def test_smoke_profile_through_dvc(tmp_path):
         edit(raw)
         (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
         try:
-            out = subprocess.run([*dvc, "status", "--json", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
+            out = subprocess.run(
+                [*dvc, "status", "--json", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True
+            )
             return set(json.loads(out.stdout or "{}"))
         finally:
             (repo / "params.yaml").write_text(original)
 
-    everything = {"prepare", "augment", "tokenize", "train@imdb", "evaluate@imdb", "memory_scaling", *sets, *images,
-                  *long_stages, "paper_baselines", "report"}
-    trained = {f"{stage}@{key}" for stage in ("train", "evaluate")
-               for key in ("imdb", "clustering_direct", "clustering_mog", "lra_text", "listops")}
+    everything = {
+        "prepare",
+        "augment",
+        "tokenize",
+        "train@imdb",
+        "evaluate@imdb",
+        "memory_scaling",
+        *sets,
+        *images,
+        *long_stages,
+        "paper_baselines",
+        "report",
+    }
+    trained = {
+        f"{stage}@{key}"
+        for stage in ("train", "evaluate")
+        for key in ("imdb", "clustering_direct", "clustering_mog", "lra_text", "listops")
+    }
     trained_images = {s for s in images if not s.startswith("data@")}
     # the report reads the training settings (its budget lines) and the task sections
-    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images | {"report"}  # +train.lr=
-    assert stages_marked(lambda raw: raw["defaults"]["sample"].update(num_samples=30)) == {"sample@mnist",
-                                                                                          "sample@fashion_mnist"}
+    assert stages_marked(lambda raw: raw["train"].update(lr=3.0e-4)) == trained | trained_images | {
+        "report"
+    }  # +train.lr=
+    assert stages_marked(lambda raw: raw["defaults"]["sample"].update(num_samples=30)) == {
+        "sample@mnist",
+        "sample@fashion_mnist",
+    }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000)) == {
-        s for s in images if s.endswith("@mnist")} | {"report"}
+        s for s in images if s.endswith("@mnist")
+    } | {"report"}
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {
-        "train@imdb", "evaluate@imdb", "report"}
+        "train@imdb",
+        "evaluate@imdb",
+        "report",
+    }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
-        "derive@listops", "train@listops", "evaluate@listops", "report"}
+        "derive@listops",
+        "train@listops",
+        "evaluate@listops",
+        "report",
+    }
     for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
         evaluation = json.loads((repo / "reports" / "evaluate" / task / "metrics.json").read_text())
         assert len(evaluation) == 5 and all({"test_macro_f1", "per_class_f1"} <= set(r) for r in evaluation.values())
@@ -126,5 +205,10 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert run.data.params["model.d_model"] == "128" and run.data.params["profile"] == "smoke"
     assert run.data.tags["git_commit"] != "unknown" and run.data.tags["num_params"] == "4302850"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"training_curve.png", "params_resolved.yaml", "checkpoint", "confusion_swarmformer_small-seed0.png"} <= artifacts
+    assert {
+        "training_curve.png",
+        "params_resolved.yaml",
+        "checkpoint",
+        "confusion_swarmformer_small-seed0.png",
+    } <= artifacts
     assert exp.artifact_location.startswith(tmp_path.as_uri())  # beside the database, not under the cwd

@@ -1,4 +1,5 @@
 """The README is the newcomer's map: every path its layout table and its links name exists, and it stays short."""
+
 import re
 
 from tests.conftest import REPO_ROOT

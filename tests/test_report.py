@@ -1,4 +1,5 @@
 """The report stage: deterministic bytes, a report (not a crash) when inputs are missing, a self-contained page."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,14 @@ TASK = "toy_counting"  # registered on every branch; the report must not care wh
 
 
 def history(rows: int, offset: float) -> str:
-    lines = ["evaluation,step,epoch,train_loss,train_accuracy,val_loss,val_accuracy,lr,train_time_s,train_samples_per_s,backtracks,event"]
+    lines = [
+        "evaluation,step,epoch,train_loss,train_accuracy,val_loss,val_accuracy,lr,train_time_s,train_samples_per_s,backtracks,event"
+    ]
     for i in range(1, rows + 1):
-        lines.append(f"{i},{100 * i},0,{0.7 - 0.1 * i + offset},{0.5 + 0.1 * i},{0.72 - 0.1 * i + offset},"
-                     f"{0.48 + 0.1 * i - offset},0.001,{1.5 * i},{2000 + i},0,{'backtrack' if i == 2 else ''}")
+        lines.append(
+            f"{i},{100 * i},0,{0.7 - 0.1 * i + offset},{0.5 + 0.1 * i},{0.72 - 0.1 * i + offset},"
+            f"{0.48 + 0.1 * i - offset},0.001,{1.5 * i},{2000 + i},0,{'backtrack' if i == 2 else ''}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -33,9 +38,20 @@ def fake_reports(work: Path, *, evaluate: bool = True) -> Path:
     summaries = {}
     for k, model in enumerate(["transformer", "longformer"]):
         (train / "history" / f"{model}.csv").write_text(history(3, 0.02 * k))
-        summaries[model] = {"best_step": 300, "best_epoch": 0, "steps": 300, "evaluations": 3, "stopped": "max_steps",
-                            "backtracks": 0, "num_params": 10_000 + 5_000 * k, "train_time_s": 4.5, "train_samples_per_s": 2003.0,
-                            "bf16_autocast": False, "val_accuracy": 0.78 - 0.02 * k, "val_loss": 0.42 + 0.02 * k}
+        summaries[model] = {
+            "best_step": 300,
+            "best_epoch": 0,
+            "steps": 300,
+            "evaluations": 3,
+            "stopped": "max_steps",
+            "backtracks": 0,
+            "num_params": 10_000 + 5_000 * k,
+            "train_time_s": 4.5,
+            "train_samples_per_s": 2003.0,
+            "bf16_autocast": False,
+            "val_accuracy": 0.78 - 0.02 * k,
+            "val_loss": 0.42 + 0.02 * k,
+        }
     (train / "metrics.json").write_text(json.dumps(summaries, indent=2))
     if evaluate:
         ev = reports / "evaluate" / TASK
@@ -46,18 +62,46 @@ def fake_reports(work: Path, *, evaluate: bool = True) -> Path:
         for k, model in enumerate(["transformer", "longformer"]):
             cm = [[100 - 10 * k, 28 + 10 * k], [20, 108]]
             confusion_matrix(cm, ["0", "1"], ev / "plots" / f"confusion_{model}.png", model)
-            results[model] = {"test_accuracy": (cm[0][0] + cm[1][1]) / 256, "test_loss": 0.45, "latency_ms_mean": 3.0,
-                              "latency_ms_p50": 2.9, "latency_ms_p95": 3.4, "throughput_samples_per_s": 9000.0,
-                              "batch_size": 128, "peak_memory_mb": 400.0, "peak_memory_kind": "process_peak_rss",
-                              "device": "cpu", "bf16_autocast": False, "num_params": 10_000 + 5_000 * k, "test_rows": 256,
-                              "confusion_matrix": cm, "git_commit": "0123456789abcdef0123456789abcdef01234567"}
+            results[model] = {
+                "test_accuracy": (cm[0][0] + cm[1][1]) / 256,
+                "test_loss": 0.45,
+                "latency_ms_mean": 3.0,
+                "latency_ms_p50": 2.9,
+                "latency_ms_p95": 3.4,
+                "throughput_samples_per_s": 9000.0,
+                "batch_size": 128,
+                "peak_memory_mb": 400.0,
+                "peak_memory_kind": "process_peak_rss",
+                "device": "cpu",
+                "bf16_autocast": False,
+                "num_params": 10_000 + 5_000 * k,
+                "test_rows": 256,
+                "confusion_matrix": cm,
+                "git_commit": "0123456789abcdef0123456789abcdef01234567",
+            }
         (ev / "metrics.json").write_text(json.dumps(results, indent=2))
     ms = reports / "memory_scaling"
     ms.mkdir(parents=True)
-    (ms / "results.json").write_text(json.dumps({"environment": {"device": "cpu", "git_commit": "abc"}, "points": [
-        {"model": "transformer", "tokens": 100000, "status": "ok", "increment_bytes": 5e8, "time_s": 100.0},
-        {"model": "swarmformer_small cluster_size=8", "tokens": 100000, "status": "ok", "increment_bytes": 2.9e8, "time_s": 5.0}]}))
-    (ms / "table.md").write_text("| model | N=100000 |\n|---|---:|\n| transformer | 0.5 GB |\n\nmemory: goal met\nspeed: goal missed\n")
+    (ms / "results.json").write_text(
+        json.dumps(
+            {
+                "environment": {"device": "cpu", "git_commit": "abc"},
+                "points": [
+                    {"model": "transformer", "tokens": 100000, "status": "ok", "increment_bytes": 5e8, "time_s": 100.0},
+                    {
+                        "model": "swarmformer_small cluster_size=8",
+                        "tokens": 100000,
+                        "status": "ok",
+                        "increment_bytes": 2.9e8,
+                        "time_s": 5.0,
+                    },
+                ],
+            }
+        )
+    )
+    (ms / "table.md").write_text(
+        "| model | N=100000 |\n|---|---:|\n| transformer | 0.5 GB |\n\nmemory: goal met\nspeed: goal missed\n"
+    )
     return reports
 
 
@@ -79,8 +123,14 @@ def tiny_store(uri: str) -> str:
 
 def run_report(work: Path, uri: str, hashseed: str) -> dict[str, bytes]:
     env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "MLFLOW_TRACKING_URI": uri, "PYTHONHASHSEED": hashseed}
-    proc = subprocess.run([sys.executable, "-m", "pipelines.report", "--profile", "smoke"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.report", "--profile", "smoke"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return snapshot(work / "reports")
 
@@ -113,8 +163,11 @@ def test_the_report_is_byte_identical_when_rerun(tmp_path):
     for name in first:
         assert first[name] == second[name], f"{name} differs between two runs on the same inputs"
     md = first["REPORT.md"].decode()
-    assert f"#/experiments/" in md and run_id[:8] in md, "our run's MLflow link is missing"
-    assert "report/figures/curves_toy_counting.png" in md and "report/plots/confusion/toy_counting/transformer.csv" in first
+    assert "#/experiments/" in md and run_id[:8] in md, "our run's MLflow link is missing"
+    assert (
+        "report/figures/curves_toy_counting.png" in md
+        and "report/plots/confusion/toy_counting/transformer.csv" in first
+    )
     for name, data in first.items():
         if name.endswith(".png"):
             assert b"Software" not in data and b"matplotlib" not in data.lower(), f"{name} carries metadata"
@@ -152,7 +205,9 @@ def test_the_html_page_is_self_contained(tmp_path):
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
     for m in re.finditer(r'(\w+)="(https?://[^"]*)"', page):  # only links a reader clicks may point elsewhere
         before = page[: m.start()]
-        assert m.group(1) == "href" and before.rfind("<a ") > before.rfind("<"), f"external URL outside a link: {m.group(0)}"
+        assert m.group(1) == "href" and before.rfind("<a ") > before.rfind("<"), (
+            f"external URL outside a link: {m.group(0)}"
+        )
     assert "swarmlab report" in page and page.count("<img") >= 3
 
 
@@ -192,12 +247,24 @@ def test_a_run_is_set_only_against_the_paper_rows_its_config_matches(tmp_path):
     params = copy.deepcopy(load_params(profile="smoke"))
     params["tasks"]["clustering_mog"]["model_overrides"] = {
         "swarm": {"head": "mean", "dim_hidden": 768, "n_iter": 20},
-        "set_transformer_isab": {"head": "pma", "dim_hidden": 128, "num_inds": 32, "num_layers": 3}}
+        "set_transformer_isab": {"head": "pma", "dim_hidden": 128, "num_inds": 32, "num_layers": 3},
+    }
     reports = tmp_path / "reports"
     rng = np.random.default_rng(0)
-    loglik = {"swarm": -1.5065 + 0.001 * rng.standard_normal(400), "set_transformer_isab": -2.0 + 0.01 * rng.standard_normal(400)}
-    ev = {f"{m}-seed0": {"model": m, "seed": 0, "test_loss": float(-v.mean()), "test_loglik": float(v.mean()), "test_rows": 400}
-          for m, v in loglik.items()}
+    loglik = {
+        "swarm": -1.5065 + 0.001 * rng.standard_normal(400),
+        "set_transformer_isab": -2.0 + 0.01 * rng.standard_normal(400),
+    }
+    ev = {
+        f"{m}-seed0": {
+            "model": m,
+            "seed": 0,
+            "test_loss": float(-v.mean()),
+            "test_loglik": float(v.mean()),
+            "test_rows": 400,
+        }
+        for m, v in loglik.items()
+    }
     tr = {f"{m}-seed0": {"model": m, "seed": 0, "val_loss": 1.6, "num_params": 1000} for m in loglik}
     for stage, metrics in (("train", tr), ("evaluate", ev)):
         (reports / stage / "clustering_mog").mkdir(parents=True)
@@ -248,7 +315,9 @@ def test_the_budget_line_names_per_model_training_settings(tmp_path):
     params["tasks"][TASK]["train"] = {**params["tasks"][TASK]["train"], "transformer": {"lr": 1e-4}}
     reports = fake_reports(tmp_path)
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
-    line = next(x for x in (reports / "REPORT.md").read_text().splitlines() if x.startswith("Budget") and "`transformer`" in x)
+    line = next(
+        x for x in (reports / "REPORT.md").read_text().splitlines() if x.startswith("Budget") and "`transformer`" in x
+    )
     assert line.rstrip(".").endswith("`transformer`: lr 0.0001")
 
 

@@ -1,4 +1,5 @@
 """From params to a run: task sections (aliases included), models of the right kind, engine settings."""
+
 import copy
 
 import pytest
@@ -16,9 +17,15 @@ def params_with(**sections) -> dict:
 
 
 def test_a_section_may_run_a_registered_task_under_its_own_name(tmp_path):
-    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": {},
-                                   "train": {"max_epochs": 0, "max_steps": 4, "eval_every": 2},
-                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    params = params_with(
+        counting={
+            "task": "toy_counting",
+            "models": ["transformer"],
+            "model_overrides": {},
+            "train": {"max_epochs": 0, "max_steps": 4, "eval_every": 2},
+            "options": {"seq_len": 8, "vocab_size": 5},
+        }
+    )
     task = make_task(params, "counting")
     assert (task.name, task.key, task.options.seq_len) == ("toy_counting", "counting", 8)
     assert train_config(params, "counting").max_steps == 4
@@ -32,21 +39,43 @@ def test_a_section_may_run_a_registered_task_under_its_own_name(tmp_path):
     assert (tmp_path / "rep" / "train" / "counting" / "metrics.json").is_file()
 
 
-@pytest.mark.parametrize(("key", "section", "message"), [
-    ("imbd", None, "unknown task 'imbd'; did you mean imdb?"),
-    ("counting", {"task": "toy_countin", "models": ["transformer"]}, "unknown task 'toy_countin'; did you mean toy_counting?"),
-    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"seq_len": "8"}},
-     "tasks.counting.options.seq_len must be an int >= 2, got str '8'"),
-    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"colour": 1}},
-     "tasks.counting.options: unknown key(s) 'colour'"),
-    ("counting", {"task": "toy_counting", "models": ["transformer"], "options": {"rng": "torch"}},
-     "tasks.counting.options.rng must be one of numpy, step, got 'torch'"),
-    ("counting", {"task": "toy_counting", "models": []}, "tasks.counting: models is empty"),
-    ("counting", {"task": "toy_counting", "models": ["transformer"], "modles": []}, "tasks.counting: unknown key(s) 'modles'"),
-])
+@pytest.mark.parametrize(
+    ("key", "section", "message"),
+    [
+        ("imbd", None, "unknown task 'imbd'; did you mean imdb?"),
+        (
+            "counting",
+            {"task": "toy_countin", "models": ["transformer"]},
+            "unknown task 'toy_countin'; did you mean toy_counting?",
+        ),
+        (
+            "counting",
+            {"task": "toy_counting", "models": ["transformer"], "options": {"seq_len": "8"}},
+            "tasks.counting.options.seq_len must be an int >= 2, got str '8'",
+        ),
+        (
+            "counting",
+            {"task": "toy_counting", "models": ["transformer"], "options": {"colour": 1}},
+            "tasks.counting.options: unknown key(s) 'colour'",
+        ),
+        (
+            "counting",
+            {"task": "toy_counting", "models": ["transformer"], "options": {"rng": "torch"}},
+            "tasks.counting.options.rng must be one of numpy, step, got 'torch'",
+        ),
+        ("counting", {"task": "toy_counting", "models": []}, "tasks.counting: models is empty"),
+        (
+            "counting",
+            {"task": "toy_counting", "models": ["transformer"], "modles": []},
+            "tasks.counting: unknown key(s) 'modles'",
+        ),
+    ],
+)
 def test_bad_task_sections_are_one_line_errors(key, section, message):
     params = params_with(**({key: section} if section else {}))
-    with pytest.raises(SwarmlabError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")) as info:
+    with pytest.raises(
+        SwarmlabError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")
+    ) as info:
         make_task(params, key)
     assert "\n" not in str(info.value)
 
@@ -54,7 +83,9 @@ def test_bad_task_sections_are_one_line_errors(key, section, message):
 def test_a_model_of_another_kind_is_refused_naming_the_section():
     params = params_with()
     task = make_task(params, "toy_counting")
-    with pytest.raises(SwarmlabError, match=r"model 'swarm' takes 'set' inputs but task 'toy_counting' .*tasks.toy_counting.models"):
+    with pytest.raises(
+        SwarmlabError, match=r"model 'swarm' takes 'set' inputs but task 'toy_counting' .*tasks.toy_counting.models"
+    ):
         build_model("swarm", task, {})
 
 
@@ -69,25 +100,50 @@ def test_model_overrides_may_hold_fields_for_one_model_only():
     from pipelines.common.runs import model_overrides
 
     params = params_with()
-    params["tasks"]["clustering_mog"]["model_overrides"] = {"dim_hidden": 8, "swarm": {"head": "mean", "n_iter": 2},
-                                                            "set_transformer_isab": {"head": "pma", "dim_hidden": 16}}
+    params["tasks"]["clustering_mog"]["model_overrides"] = {
+        "dim_hidden": 8,
+        "swarm": {"head": "mean", "n_iter": 2},
+        "set_transformer_isab": {"head": "pma", "dim_hidden": 16},
+    }
     assert model_overrides(params, "clustering_mog", "swarm") == {"dim_hidden": 8, "head": "mean", "n_iter": 2}
     assert model_overrides(params, "clustering_mog", "set_transformer_isab") == {"dim_hidden": 16, "head": "pma"}
     assert model_overrides(params, "clustering_mog") == {"dim_hidden": 8}
     task = make_task(params, "clustering_mog")
-    assert build_model("set_transformer_isab", task, model_overrides(params, "clustering_mog", "set_transformer_isab")).cfg.head == "pma"
+    assert (
+        build_model(
+            "set_transformer_isab", task, model_overrides(params, "clustering_mog", "set_transformer_isab")
+        ).cfg.head
+        == "pma"
+    )
     params["tasks"]["clustering_mog"]["model_overrides"] = {"swram": {"head": "mean"}}
-    with pytest.raises(SwarmlabError, match=r"model_overrides.swram is a mapping, so per-model settings, but no registered model is called 'swram'.*did you mean swarm"):
+    with pytest.raises(
+        SwarmlabError,
+        match=r"model_overrides.swram is a mapping, so per-model settings, but no registered model is called 'swram'.*did you mean swarm",
+    ):
         model_overrides(params, "clustering_mog", "swarm")
 
 
 def test_a_task_may_hold_training_settings_for_one_model(tmp_path):
-    params = params_with(counting={"task": "toy_counting", "models": ["transformer", "longformer"], "model_overrides": {},
-                                   "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2, "lr": 1e-3,
-                                             "trans*": {"lr": 3e-4, "batch_size": 4}, "transformer": {"lr": 2e-4}},
-                                   "options": {"seq_len": 8, "vocab_size": 5}})
-    assert (train_config(params, "counting", "transformer").lr, train_config(params, "counting", "transformer").batch_size) \
-        == (2e-4, params["train"]["batch_size"])  # the exact name wins over the pattern, whole mapping
+    params = params_with(
+        counting={
+            "task": "toy_counting",
+            "models": ["transformer", "longformer"],
+            "model_overrides": {},
+            "train": {
+                "max_epochs": 0,
+                "max_steps": 2,
+                "eval_every": 2,
+                "lr": 1e-3,
+                "trans*": {"lr": 3e-4, "batch_size": 4},
+                "transformer": {"lr": 2e-4},
+            },
+            "options": {"seq_len": 8, "vocab_size": 5},
+        }
+    )
+    assert (
+        train_config(params, "counting", "transformer").lr,
+        train_config(params, "counting", "transformer").batch_size,
+    ) == (2e-4, params["train"]["batch_size"])  # the exact name wins over the pattern, whole mapping
     assert train_config(params, "counting", "longformer").lr == 1e-3
     assert train_config(params, "counting").lr == 1e-3
 
@@ -102,16 +158,28 @@ def test_a_task_may_hold_training_settings_for_one_model(tmp_path):
         assert float(rows[-1]["lr"]) == pytest.approx(lr)
 
 
-@pytest.mark.parametrize(("train", "message"), [
-    ({"transfomer": {"lr": 1e-3}}, r"tasks.counting.train.transfomer is a mapping, so per-model settings, but no "
-                                   r"registered model is called 'transfomer' or matches it; did you mean transformer"),
-    ({"transformer": {"lr": -1.0}}, r"tasks.counting.train.transformer.lr must be > 0, got -1.0"),
-    ({"transformer": {"dropout": 0.1}}, r"tasks.counting.train.transformer: unknown key\(s\) 'dropout'"),
-])
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        (
+            {"transfomer": {"lr": 1e-3}},
+            r"tasks.counting.train.transfomer is a mapping, so per-model settings, but no "
+            r"registered model is called 'transfomer' or matches it; did you mean transformer",
+        ),
+        ({"transformer": {"lr": -1.0}}, r"tasks.counting.train.transformer.lr must be > 0, got -1.0"),
+        ({"transformer": {"dropout": 0.1}}, r"tasks.counting.train.transformer: unknown key\(s\) 'dropout'"),
+    ],
+)
 def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path, train, message):
-    params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": {},
-                                   "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2, **train},
-                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    params = params_with(
+        counting={
+            "task": "toy_counting",
+            "models": ["transformer"],
+            "model_overrides": {},
+            "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2, **train},
+            "options": {"seq_len": 8, "vocab_size": 5},
+        }
+    )
     from pipelines.train import train as run_train
 
     with pytest.raises(SwarmlabError, match=message) as info:
@@ -122,12 +190,21 @@ def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path
 def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
     from pipelines.common.runs import model_overrides
 
-    params = params_with(counting={"task": "toy_counting", "models": ["transformer", "longformer"],
-                                   "model_overrides": {"d_model": 32, "num_layers": 2,
-                                                       "longformer": {"num_layers": 5, "window_one_sided": 8},
-                                                       "*former": {"num_layers": 3}, "trans*": {"num_layers": 4},
-                                                       "swarmformer*": {"t_local": 1}},
-                                   "options": {"seq_len": 8, "vocab_size": 5}})
+    params = params_with(
+        counting={
+            "task": "toy_counting",
+            "models": ["transformer", "longformer"],
+            "model_overrides": {
+                "d_model": 32,
+                "num_layers": 2,
+                "longformer": {"num_layers": 5, "window_one_sided": 8},
+                "*former": {"num_layers": 3},
+                "trans*": {"num_layers": 4},
+                "swarmformer*": {"t_local": 1},
+            },
+            "options": {"seq_len": 8, "vocab_size": 5},
+        }
+    )
     assert model_overrides(params, "counting") == {"d_model": 32, "num_layers": 2}  # no name: the shared ones only
     assert model_overrides(params, "counting", "longformer") == {"d_model": 32, "num_layers": 5, "window_one_sided": 8}
     assert model_overrides(params, "counting", "transformer") == {"d_model": 32, "num_layers": 3}  # the first pattern
@@ -138,11 +215,17 @@ def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
     assert (model.cfg.num_layers, model.cfg.window_one_sided, model.cfg.d_model) == (5, 8, 32)
 
 
-@pytest.mark.parametrize(("per_model", "message"), [
-    ({"longfromer": {"num_layers": 5}}, "tasks.counting.model_overrides.longfromer is a mapping, so per-model settings, "
-                                        "but no registered model is called 'longfromer' or matches it; did you mean longformer"),
-    ({"nothing*": {}}, "no registered model is called 'nothing\\*' or matches it"),
-])
+@pytest.mark.parametrize(
+    ("per_model", "message"),
+    [
+        (
+            {"longfromer": {"num_layers": 5}},
+            "tasks.counting.model_overrides.longfromer is a mapping, so per-model settings, "
+            "but no registered model is called 'longfromer' or matches it; did you mean longformer",
+        ),
+        ({"nothing*": {}}, "no registered model is called 'nothing\\*' or matches it"),
+    ],
+)
 def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
     from pipelines.common.runs import model_overrides
 
@@ -155,9 +238,17 @@ def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
 def test_a_refused_per_model_override_names_the_section():
     from pipelines.common.runs import model_overrides
 
-    params = params_with(counting={"task": "toy_counting", "models": ["transformer"],
-                                   "model_overrides": {"transformer": {"num_heads": 3}}, "options": {"seq_len": 8}})
-    with pytest.raises(SwarmlabError, match=r"d_model=128 is not divisible by num_heads=3 .*tasks.counting.model_overrides"):
+    params = params_with(
+        counting={
+            "task": "toy_counting",
+            "models": ["transformer"],
+            "model_overrides": {"transformer": {"num_heads": 3}},
+            "options": {"seq_len": 8},
+        }
+    )
+    with pytest.raises(
+        SwarmlabError, match=r"d_model=128 is not divisible by num_heads=3 .*tasks.counting.model_overrides"
+    ):
         build_model("transformer", make_task(params, "counting"), model_overrides(params, "counting", "transformer"))
 
 
@@ -195,9 +286,14 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     from pipelines.common.runs import Run, task_runs
     from pipelines.train import train
 
-    section = {"task": "toy_counting", "models": ["transformer"], "model_overrides": {"d_model": 16, "num_layers": 1,
-               "num_heads": 2}, "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2},
-               "options": {"seq_len": 8, "vocab_size": 5}, "seeds": [3, 1]}
+    section = {
+        "task": "toy_counting",
+        "models": ["transformer"],
+        "model_overrides": {"d_model": 16, "num_layers": 1, "num_heads": 2},
+        "train": {"max_epochs": 0, "max_steps": 2, "eval_every": 2},
+        "options": {"seq_len": 8, "vocab_size": 5},
+        "seeds": [3, 1],
+    }
     params = params_with(counting=section)
     params["train"].update(device="cpu")
     assert task_runs(params, "counting") == [Run("transformer", 3), Run("transformer", 1)]
@@ -215,11 +311,14 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
-@pytest.mark.parametrize(("seeds", "message"), [
-    ([0, 0], "seeds lists a seed twice"),
-    ([-1], "seeds must be non-negative integers"),
-    (["a"], "seeds"),
-])
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        ([0, 0], "seeds lists a seed twice"),
+        ([-1], "seeds must be non-negative integers"),
+        (["a"], "seeds"),
+    ],
+)
 def test_bad_seeds_are_one_line(seeds, message):
     from pipelines.common.runs import task_runs
 

@@ -4,6 +4,7 @@ Every registered set model is covered without editing this file when its config 
 (unknown keys are dropped per model), so the SWARM model is tested as soon as it is registered; a model tagged
 ``permutation_equivariant`` must pass the equivariance test.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,9 @@ def tiny_model(name: str, **changes) -> nn.Module:
     missing = {"dim_input", "dim_output"} - fields
     assert not missing, f"{name}: a set model's config must have {sorted(missing)}"
     torch.manual_seed(0)
-    return models.create_model(name, **{k: v for k, v in TINY.items() if k in fields}, **TINY_EXTRA.get(name, {}),
-                               **changes)
+    return models.create_model(
+        name, **{k: v for k, v in TINY.items() if k in fields}, **TINY_EXTRA.get(name, {}), **changes
+    )
 
 
 def random_sets(B: int = 3, N: int = 9, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +122,9 @@ def test_self_attention_keeps_its_parameter_names_and_equals_the_general_module(
 
 def test_swarmformer_style_single_head_attention_keeps_its_names():
     sa = MultiHeadSelfAttention(6, heads=1, dim_head=6, tied_qkv=False, out_proj=False)
-    assert sorted(sa.state_dict()) == sorted(f"{n}.{p}" for n in ("q_proj", "k_proj", "v_proj") for p in ("weight", "bias"))
+    assert sorted(sa.state_dict()) == sorted(
+        f"{n}.{p}" for n in ("q_proj", "k_proj", "v_proj") for p in ("weight", "bias")
+    )
     with pytest.raises(ValueError, match="enable out_proj"):
         MultiHeadSelfAttention(6, heads=2, dim_head=2, tied_qkv=False, out_proj=False)
 
@@ -173,10 +177,17 @@ def test_pooling_head_rejects_an_unknown_pooling():
 
 
 def test_the_baselines_are_registered_as_set_models():
-    assert {"set_transformer_sab", "set_transformer_isab", "set_linear_mean", "set_linear_max", "lstm",
-            "lstm_sorted"} <= set(SET_MODELS)
-    assert {"set_transformer_sab", "set_transformer_isab", "set_linear_mean", "set_linear_max",
-            "lstm_sorted"} <= set(EQUIVARIANT)
+    assert {
+        "set_transformer_sab",
+        "set_transformer_isab",
+        "set_linear_mean",
+        "set_linear_max",
+        "lstm",
+        "lstm_sorted",
+    } <= set(SET_MODELS)
+    assert {"set_transformer_sab", "set_transformer_isab", "set_linear_mean", "set_linear_max", "lstm_sorted"} <= set(
+        EQUIVARIANT
+    )
     assert "lstm" not in EQUIVARIANT
 
 
@@ -298,14 +309,17 @@ def test_invariant_heads_are_permutation_invariant(name, head):
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
-@pytest.mark.parametrize("name, bad, match", [
-    ("set_transformer_isab", dict(dim_hidden=10, num_heads=4), "not divisible by num_heads"),
-    ("set_transformer_sab", dict(head="sum"), "head must be one of"),
-    ("set_transformer_isab", dict(num_inds=0), "num_inds must be a positive int"),
-    ("set_linear_mean", dict(num_layers=0), "num_layers must be a positive int"),
-    ("lstm", dict(order="random"), "order must be one of"),
-    ("lstm_sorted", dict(dropout=1.0), "dropout must be in"),
-])
+@pytest.mark.parametrize(
+    "name, bad, match",
+    [
+        ("set_transformer_isab", dict(dim_hidden=10, num_heads=4), "not divisible by num_heads"),
+        ("set_transformer_sab", dict(head="sum"), "head must be one of"),
+        ("set_transformer_isab", dict(num_inds=0), "num_inds must be a positive int"),
+        ("set_linear_mean", dict(num_layers=0), "num_layers must be a positive int"),
+        ("lstm", dict(order="random"), "order must be one of"),
+        ("lstm_sorted", dict(dropout=1.0), "dropout must be in"),
+    ],
+)
 def test_configs_reject_bad_values_with_a_message(name, bad, match):
     with pytest.raises(ValueError, match=match):
         models.create_model(name, **bad)
@@ -323,7 +337,10 @@ def test_default_sizes_are_the_papers_best_codes():
     """Table 2 of seed 003: SetTransformer (32-60-3), SetLinear (64-6), (max) (96-6), LSTM (128-3), sorted (64-3)."""
     isab = models.create_model("set_transformer_isab").cfg
     assert (isab.dim_hidden, isab.num_inds, isab.num_layers) == (32, 60, 3)
-    assert (models.create_model("set_linear_mean").cfg.dim_hidden, models.create_model("set_linear_mean").cfg.num_layers) == (64, 6)
+    assert (
+        models.create_model("set_linear_mean").cfg.dim_hidden,
+        models.create_model("set_linear_mean").cfg.num_layers,
+    ) == (64, 6)
     assert models.create_model("set_linear_max").cfg.dim_hidden == 96
     assert (models.create_model("lstm").cfg.dim_hidden, models.create_model("lstm").cfg.num_layers) == (128, 3)
     assert models.create_model("lstm_sorted").cfg.dim_hidden == 64

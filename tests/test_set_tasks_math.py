@@ -1,5 +1,6 @@
 """Seed 003's set tasks: generators match their spec, parquet round trip and errors, batching, Hungarian loss,
 clustering metrics and the mixture-of-Gaussians likelihood (checked against brute force, hand values and scipy)."""
+
 from __future__ import annotations
 
 import itertools
@@ -52,8 +53,10 @@ def mog_tasks() -> list[MogTask]:
 
 
 def same_tasks(a, b) -> bool:
-    return all(type(x) is type(y) and all(np.array_equal(getattr(x, f), getattr(y, f)) for f in x.__dataclass_fields__)
-               for x, y in zip(a, b)) and len(a) == len(b)
+    return all(
+        type(x) is type(y) and all(np.array_equal(getattr(x, f), getattr(y, f)) for f in x.__dataclass_fields__)
+        for x, y in zip(a, b)
+    ) and len(a) == len(b)
 
 
 @pytest.mark.parametrize("make", [make_direct_clustering_tasks, make_mog_tasks])
@@ -66,7 +69,9 @@ def test_generators_are_deterministic_and_task_i_does_not_depend_on_n(make):
 def test_task_i_is_drawn_from_the_ith_seed_sequence_child():
     child = np.random.SeedSequence(11).spawn(5)[3]
     assert same_tasks(make_mog_tasks(5, 11)[3:4], [make_mog_task(np.random.default_rng(child))])
-    assert same_tasks(make_direct_clustering_tasks(5, 11)[3:4], [make_direct_clustering_task(np.random.default_rng(child))])
+    assert same_tasks(
+        make_direct_clustering_tasks(5, 11)[3:4], [make_direct_clustering_task(np.random.default_rng(child))]
+    )
 
 
 def test_direct_clustering_sizes_and_types(direct_tasks):
@@ -129,8 +134,10 @@ def test_mog_tasks_follow_their_spec(mog_tasks):
     resid = np.concatenate([t.points - t.mu[t.labels] for t in mog_tasks])  # N(0, 0.3^2 I)
     assert abs(resid.std() - 0.3) < 0.003 and np.abs(resid.mean(0)).max() < 0.005
     # cluster frequencies follow pi: pooled chi-square within 5 sd of its degrees of freedom
-    chi2 = sum(((np.bincount(t.labels, minlength=4) - len(t.labels) * t.pi) ** 2 / (len(t.labels) * t.pi)).sum()
-               for t in mog_tasks)
+    chi2 = sum(
+        ((np.bincount(t.labels, minlength=4) - len(t.labels) * t.pi) ** 2 / (len(t.labels) * t.pi)).sum()
+        for t in mog_tasks
+    )
     dof = 3 * len(mog_tasks)
     assert abs(chi2 - dof) < 5 * math.sqrt(2 * dof)
 
@@ -182,8 +189,11 @@ def test_schema_and_length_mismatches_are_one_line_errors(tmp_path):
     points[1] = points[1][:-2]  # one point short of n
     short = table.set_column(table.schema.get_field_index("points"), "points", pa.array(points, pa.list_(pa.float32())))
     one_line_error(rewrite(short, "short.parquet"), "row 1 column 'points'")
-    as_double = table.set_column(table.schema.get_field_index("points"), "points",
-                                 pa.array(table.column("points").to_pylist(), pa.list_(pa.float64())))
+    as_double = table.set_column(
+        table.schema.get_field_index("points"),
+        "points",
+        pa.array(table.column("points").to_pylist(), pa.list_(pa.float64())),
+    )
     one_line_error(rewrite(as_double, "double.parquet"), "column 'points' is list<.*double>, expected list<.*float>")
 
 
@@ -208,8 +218,9 @@ def test_balanced_batches_group_similar_sizes_and_shuffle_the_chunk_order():
 
 
 def test_collate_pads_points_labels_and_mask():
-    x, labels, mask = collate([np.ones((3, 2), np.float32), np.full((1, 2), 2.0, np.float32)],
-                              [np.array([0, 1, 2]), np.array([4])])
+    x, labels, mask = collate(
+        [np.ones((3, 2), np.float32), np.full((1, 2), 2.0, np.float32)], [np.array([0, 1, 2]), np.array([4])]
+    )
     assert x.shape == (2, 3, 2) and x.dtype == torch.float32
     assert labels.tolist() == [[0, 1, 2], [4, -1, -1]] and labels.dtype == torch.long
     assert mask.tolist() == [[True, True, True], [True, False, False]]
@@ -225,8 +236,10 @@ def brute_force_nll(log_probs: torch.Tensor, labels: torch.Tensor, mask: torch.T
     for lp, y, m in zip(log_probs.double(), labels, mask):
         lp, y = lp[m], y[m]
         clusters = sorted(set(y.tolist()))
-        best = max(sum(lp[y == k, s].sum().item() for k, s in zip(clusters, slots))
-                   for slots in itertools.permutations(range(lp.shape[1]), len(clusters)))
+        best = max(
+            sum(lp[y == k, s].sum().item() for k, s in zip(clusters, slots))
+            for slots in itertools.permutations(range(lp.shape[1]), len(clusters))
+        )
         out.append(-best / len(y))
     return out
 
@@ -264,7 +277,7 @@ def test_hungarian_loss_gradient_is_minus_one_over_n_on_the_matched_slots():
         hot = g[b][mask[b]] * -n  # one-hot rows: the slot matched to the point's cluster
         assert torch.allclose(hot.sum(-1), torch.ones(n)) and ((hot == 0) | (hot.sub(1).abs() < 1e-5)).all()
         matched = (lp[b][mask[b]] * hot).sum() / n
-        assert torch.allclose(-matched, hungarian_matched_nll(lp[b:b + 1], labels[b:b + 1], mask[b:b + 1])[0])
+        assert torch.allclose(-matched, hungarian_matched_nll(lp[b : b + 1], labels[b : b + 1], mask[b : b + 1])[0])
 
 
 def test_hungarian_loss_runs_in_fp32_and_ignores_padding_values():
@@ -340,12 +353,15 @@ def test_mog_log_likelihood_equals_scipy(mog_tasks):
     want = [scipy_mog_ll(t.points.astype(np.float64), pi[i], mu[i], sigma[i]) for i, t in enumerate(tasks)]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
     iso = mog_log_likelihood(x, mask, torch.tensor(pi), torch.tensor(mu), torch.tensor(sigma[..., 0]))  # (B, K)
-    want_iso = [scipy_mog_ll(t.points.astype(np.float64), pi[i], mu[i], np.repeat(sigma[i, :, :1], 2, 1))
-                for i, t in enumerate(tasks)]
+    want_iso = [
+        scipy_mog_ll(t.points.astype(np.float64), pi[i], mu[i], np.repeat(sigma[i, :, :1], 2, 1))
+        for i, t in enumerate(tasks)
+    ]
     np.testing.assert_allclose(iso.numpy(), want_iso, rtol=1e-5)
     scalar = mog_log_likelihood(x, mask, torch.tensor(pi), torch.tensor(mu), 0.3)
-    want_scalar = [scipy_mog_ll(t.points.astype(np.float64), pi[i], mu[i], np.full((4, 2), 0.3))
-                   for i, t in enumerate(tasks)]
+    want_scalar = [
+        scipy_mog_ll(t.points.astype(np.float64), pi[i], mu[i], np.full((4, 2), 0.3)) for i, t in enumerate(tasks)
+    ]
     np.testing.assert_allclose(scalar.numpy(), want_scalar, rtol=1e-5)
 
 
@@ -364,7 +380,7 @@ def test_mog_params_follow_the_authors_layout():
     pi, mu, sigma = mog_params_from_output(out, K, D)
     per = out.view(3, K, 2 * D + 1)  # per cluster: [mu (D), sigma_raw (D), pi_logit]
     torch.testing.assert_close(mu, per[..., :D])
-    torch.testing.assert_close(sigma, torch.nn.functional.softplus(per[..., D:2 * D]))
+    torch.testing.assert_close(sigma, torch.nn.functional.softplus(per[..., D : 2 * D]))
     torch.testing.assert_close(pi, torch.softmax(per[..., -1], -1))
     assert pi.shape == (3, K) and mu.shape == sigma.shape == (3, K, D)
     with pytest.raises(ValueError, match="dim_output=20"):

@@ -1,5 +1,6 @@
 """SWARM set model (models/swarm.py): shapes, gradients, equivariance, padding, causality, fast == plain,
 and parity with a transcription of the authors' layer (tests/reference_swarm.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -137,10 +138,10 @@ def test_causal_output_at_i_ignores_later_inputs(fast):
     y = model(x)
     for i in range(7):
         changed = x.clone()
-        changed[:, i + 1:] = torch.randn(2, 6 - i, 3)
+        changed[:, i + 1 :] = torch.randn(2, 6 - i, 3)
         torch.testing.assert_close(model(changed)[:, : i + 1], y[:, : i + 1], rtol=0, atol=1e-6)
         if i < 6:  # a later change does reach later outputs: the test can fail
-            assert not torch.allclose(model(changed)[:, i + 1:], y[:, i + 1:])
+            assert not torch.allclose(model(changed)[:, i + 1 :], y[:, i + 1 :])
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max", "causal"])
@@ -164,7 +165,9 @@ def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling, one_thread)
         with torch.no_grad():
             inference = model.eval()(x, mask)
         results[name] = [y, *grads, inference]
-    assert len(results["blocks"]) == len(results["whole"]) == 3 + len(list(model.parameters()))  # y, d x, d params, inference
+    assert (
+        len(results["blocks"]) == len(results["whole"]) == 3 + len(list(model.parameters()))
+    )  # y, d x, d params, inference
     for a, b, c in zip(results["plain"], results["whole"], results["blocks"]):
         torch.testing.assert_close(c, b, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(c, a, rtol=1e-4, atol=1e-5)
@@ -199,6 +202,7 @@ def test_empty_set_pools_to_zero_not_nan():
 
 
 # ---- parity with the authors' layer ------------------------------------------------------------------------
+
 
 # their code has 'MEAN' and 'CAUSAL' (no max); their CAUSAL ignores a mask, so it is compared without one
 @pytest.mark.parametrize("pooling, use_mask", [("mean", False), ("mean", True), ("causal", False)])

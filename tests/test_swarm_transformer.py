@@ -1,5 +1,6 @@
 """SWARM Transformer (models/swarm_transformer.py): shapes, sub-pixel order, causality, class conditioning,
 gradients, and incremental sampling against the naive oracle."""
+
 from __future__ import annotations
 
 import math
@@ -114,7 +115,9 @@ def test_incremental_samples_equal_naive_samples(size):
     other = model.sample(labels, generator=torch.Generator().manual_seed(8), temperature=1.5)
     assert not torch.equal(fast, other)  # the seed matters: the equality above is not vacuous
     unconditional = model.sample(None, num_samples=2, generator=torch.Generator().manual_seed(7))
-    assert torch.equal(unconditional, model.sample_naive(None, num_samples=2, generator=torch.Generator().manual_seed(7)))
+    assert torch.equal(
+        unconditional, model.sample_naive(None, num_samples=2, generator=torch.Generator().manual_seed(7))
+    )
     assert model.training is False
 
 
@@ -137,6 +140,10 @@ def test_location_features_are_the_authors():
     assert f.shape == (H, W, D)
     y, x = 2, 3
     for k, freq in enumerate((1.0, 2.5)):
-        expected = [math.sin(2 * math.pi * freq * x / W), math.sin(2 * math.pi * freq * y / W),
-                    math.cos(2 * math.pi * freq * x / W), math.cos(2 * math.pi * freq * y / W)]
-        torch.testing.assert_close(f[y, x, 4 * k: 4 * k + 4], torch.tensor(expected), rtol=0, atol=1e-6)
+        expected = [
+            math.sin(2 * math.pi * freq * x / W),
+            math.sin(2 * math.pi * freq * y / W),
+            math.cos(2 * math.pi * freq * x / W),
+            math.cos(2 * math.pi * freq * y / W),
+        ]
+        torch.testing.assert_close(f[y, x, 4 * k : 4 * k + 4], torch.tensor(expected), rtol=0, atol=1e-6)

@@ -62,8 +62,9 @@ def test_matches_the_authors_module_layout_exactly():
     """Our model with converted weights computes what the authors' layout computes (eval mode)."""
     torch.manual_seed(0)
     theirs = AuthorsSwarmFormer(vocab_size=60, d=24, num_layers=2, t_local=3, cluster_size=4, p=0.4).eval()
-    ours = SwarmFormer(SwarmFormerConfig(vocab_size=60, d_model=24, num_layers=2, t_local=3, cluster_size=4,
-                                         seq_len=32, dropout=0.4)).eval()
+    ours = SwarmFormer(
+        SwarmFormerConfig(vocab_size=60, d_model=24, num_layers=2, t_local=3, cluster_size=4, seq_len=32, dropout=0.4)
+    ).eval()
     ours.load_state_dict(convert_reference_state_dict(theirs.state_dict()))
     ids = torch.randint(0, 60, (3, 32))
     torch.testing.assert_close(ours(ids), theirs(ids), rtol=0, atol=1e-6)

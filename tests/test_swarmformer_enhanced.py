@@ -1,4 +1,5 @@
 """Enhanced SwarmFormer: shapes, gradients, padding invariance, routing, pyramid, window attention, parity."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -17,8 +18,17 @@ from models.swarmformer_enhanced import SWITCHES, EnhancedSwarmFormer, gumbel_an
 ENHANCED = [n for n in models.list_models() if n.startswith("swarmformer_enhanced")]
 ABLATIONS = {f"swarmformer_enhanced_small_{suffix}": switch for switch, suffix in SWITCHES.items()}
 # C = 64 / 4 = 16 clusters in layer 0, 8 in layer 1; 2 heads of 16; window +-4
-TINY = dict(vocab_size=101, d_model=32, heads=2, dim_head=16, seq_len=64, cluster_size=4, routing_block=64,
-            window_one_sided=4, t_local=2)
+TINY = dict(
+    vocab_size=101,
+    d_model=32,
+    heads=2,
+    dim_head=16,
+    seq_len=64,
+    cluster_size=4,
+    routing_block=64,
+    window_one_sided=4,
+    t_local=2,
+)
 
 
 def tiny(name: str, **overrides) -> EnhancedSwarmFormer:
@@ -35,8 +45,12 @@ def right_padded_batch(lengths: list[int], total: int, *, vocab: int = 101, seed
 
 
 def test_registry_has_every_variant():
-    expected = {"swarmformer_enhanced_small", "swarmformer_enhanced_base", "swarmformer_enhanced_small_all_off",
-                *ABLATIONS}
+    expected = {
+        "swarmformer_enhanced_small",
+        "swarmformer_enhanced_base",
+        "swarmformer_enhanced_small_all_off",
+        *ABLATIONS,
+    }
     assert set(ENHANCED) == expected
 
 
@@ -62,8 +76,10 @@ def test_every_parameter_gets_a_gradient(name, hard):
     assert not bad, f"non-finite gradient for {bad}"
 
 
-@pytest.mark.parametrize("name", ["swarmformer_enhanced_small", "swarmformer_enhanced_small_all_off",
-                                  "swarmformer_enhanced_small_no_routing"])
+@pytest.mark.parametrize(
+    "name",
+    ["swarmformer_enhanced_small", "swarmformer_enhanced_small_all_off", "swarmformer_enhanced_small_no_routing"],
+)
 @pytest.mark.parametrize("hard", [False, True])
 def test_fully_padded_row_gives_no_nan(name, hard):
     model = tiny(name, gumbel_hard=hard).train()
@@ -159,8 +175,9 @@ def test_representatives_are_assignment_weighted_means_of_real_tokens():
 
 
 @pytest.mark.parametrize("routing", [True, False])
-@pytest.mark.parametrize("pyramid,num_layers,expected", [(True, 3, [16, 8, 4]), (False, 3, [16, 16, 16]),
-                                                         (True, 2, [16, 8])])
+@pytest.mark.parametrize(
+    "pyramid,num_layers,expected", [(True, 3, [16, 8, 4]), (False, 3, [16, 16, 16]), (True, 2, [16, 8])]
+)
 def test_pyramid_levels_have_the_configured_cluster_counts(routing, pyramid, num_layers, expected):
     model = tiny("swarmformer_enhanced_small", routing=routing, pyramid=pyramid, num_layers=num_layers).eval()
     seen = []
@@ -331,9 +348,15 @@ def test_imdb_task_trains_with_the_engine_and_anneal_callback(tmp_path):
     used = []  # the temperature each epoch trained with (this callback runs before the anneal's)
     record = lambda state: used.append(model.temperature)  # noqa: E731
     anneal = gumbel_anneal_callback(model, start=1.0, end=0.25, epochs=3)
-    result = fit(model, get_task("imdb"), data, data, TrainConfig(batch_size=8, max_epochs=3, patience=0,
-                                                                  device="cpu", lr=3e-3),
-                 tmp_path, callbacks=(record, anneal))
+    result = fit(
+        model,
+        get_task("imdb"),
+        data,
+        data,
+        TrainConfig(batch_size=8, max_epochs=3, patience=0, device="cpu", lr=3e-3),
+        tmp_path,
+        callbacks=(record, anneal),
+    )
     assert len(result.history) == 3
     assert used == pytest.approx([1.0, 0.5, 0.25])
     assert all(torch.isfinite(torch.tensor(row["train_loss"])) for row in result.history)

@@ -1,5 +1,6 @@
 """The fast SwarmFormer path computes the plain reference's function (fp32, 1e-5), keeps its parameters,
 and keeps the neighbour rules: circular for the authors' model, no wrap-around when padding-aware."""
+
 import pytest
 import torch
 
@@ -38,7 +39,7 @@ def _inputs(cfg: dict, batch: int = 4, seed: int = 1):
     L = cfg["seq_len"]
     ids = torch.randint(1, cfg["vocab_size"], (batch, L), generator=g)
     mask = torch.ones(batch, L, dtype=torch.bool)
-    mask[1, L // 2 + 3:] = False  # a partly-PAD cluster and all-PAD clusters
+    mask[1, L // 2 + 3 :] = False  # a partly-PAD cluster and all-PAD clusters
     mask[2, 5:] = False  # mostly PAD
     mask[3, 1:] = False  # a single real token
     ids[~mask] = 0
@@ -77,9 +78,15 @@ def test_fast_matches_reference_outputs_and_gradients_in_train_mode(cfg, padding
     assert any(p.grad.abs().max() > 1e-3 for p in fast.parameters())
 
 
-@pytest.mark.parametrize("name, expected", [("swarmformer_small", 4_302_850), ("swarmformer_base", 6_749_186),
-                                            ("swarmformer_small_padaware", 4_302_850),
-                                            ("swarmformer_base_padaware", 6_749_186)])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("swarmformer_small", 4_302_850),
+        ("swarmformer_base", 6_749_186),
+        ("swarmformer_small_padaware", 4_302_850),
+        ("swarmformer_base_padaware", 6_749_186),
+    ],
+)
 def test_both_paths_keep_parameter_names_and_counts(name, expected):
     fast, ref = models.create_model(name), models.create_model(name, fast=False)
     assert fast.cfg.fast and not ref.cfg.fast, "the registered default is the fast path"

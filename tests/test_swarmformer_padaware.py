@@ -1,4 +1,5 @@
 """Padding-aware SwarmFormer: PAD never reaches a real token, so appending PAD leaves the logits unchanged."""
+
 import pytest
 import torch
 
@@ -136,8 +137,10 @@ def test_pad_positions_receive_no_gradient(fast):
     assert grad[torch.unique(ids[mask])].abs().sum(-1).gt(0).all()
 
 
-@pytest.mark.parametrize("name, base", [("swarmformer_small_padaware", "swarmformer_small"),
-                                        ("swarmformer_base_padaware", "swarmformer_base")])
+@pytest.mark.parametrize(
+    "name, base",
+    [("swarmformer_small_padaware", "swarmformer_small"), ("swarmformer_base_padaware", "swarmformer_base")],
+)
 def test_registered_padaware_variants(name, base):
     model, reference = models.create_model(name), models.create_model(base)
     assert model.cfg.padding_aware and not reference.cfg.padding_aware

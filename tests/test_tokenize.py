@@ -13,17 +13,34 @@ from tests.reference_bert_tokenizer import encode as reference_encode
 VOCAB = SHARED_DATASETS / "bert_vocab" / "bert-base-uncased-vocab.txt"
 
 TRICKY = [
-    "Hello, World!", "Café au lait — naïve résumé", "unaffable", "I didn't like it...<br /><br />At ALL!!",
-    "数学 and 中文 mixed", "tab\tnew\nline\r\x00ctrl\x07", "a" * 150, "$5.99 (2 for 1) @home #win 100%",
-    "Ünïcödé ÅNGSTRÖM Œuvre", "emoji 🙂 and ☃ snow", "   leading and trailing   ",
-    "vertical\x0btab form\x0cfeed unit\x1fsep DEL\x7fend", "SHOUTING In MiXeD CaSe", "tab\tnew\nline\r only",
+    "Hello, World!",
+    "Café au lait — naïve résumé",
+    "unaffable",
+    "I didn't like it...<br /><br />At ALL!!",
+    "数学 and 中文 mixed",
+    "tab\tnew\nline\r\x00ctrl\x07",
+    "a" * 150,
+    "$5.99 (2 for 1) @home #win 100%",
+    "Ünïcödé ÅNGSTRÖM Œuvre",
+    "emoji 🙂 and ☃ snow",
+    "   leading and trailing   ",
+    "vertical\x0btab form\x0cfeed unit\x1fsep DEL\x7fend",
+    "SHOUTING In MiXeD CaSe",
+    "tab\tnew\nline\r only",
 ]
 # ASCII texts the normalizer treats differently from plain lower-casing (control characters are deleted
 # there, not split on) and texts it only lower-cases.
 ASCII_CASES = {
-    "vertical\x0btab": False, "form\x0cfeed": False, "nul\x00byte": False, "DEL\x7fchar": False, "esc\x1b[0m": False,
-    "tab\tnew\nline\rreturn": True, "SHOUTING In MiXeD CaSe!!": True, "I didn't like it...<br /><br />": True,
-    "naïve": False, "": True,
+    "vertical\x0btab": False,
+    "form\x0cfeed": False,
+    "nul\x00byte": False,
+    "DEL\x7fchar": False,
+    "esc\x1b[0m": False,
+    "tab\tnew\nline\rreturn": True,
+    "SHOUTING In MiXeD CaSe!!": True,
+    "I didn't like it...<br /><br />": True,
+    "naïve": False,
+    "": True,
 }
 
 
@@ -54,7 +71,7 @@ def test_matches_a_slow_reference_on_tricky_and_real_text(vocab):
             expected = reference_encode(text, vocab, seq_len)
             assert lengths[i] == len(expected), text[:60]
             assert ids[i, : lengths[i]].tolist() == expected, text[:60]
-            assert (ids[i, lengths[i]:] == 0).all()
+            assert (ids[i, lengths[i] :] == 0).all()
 
 
 def test_ascii_fast_path_equals_the_full_normalizer():

@@ -3,6 +3,7 @@
 The banded kernel (Longformer, enhanced SwarmFormer) is tested against its oracles in tests/test_baselines.py
 and tests/test_swarmformer_enhanced.py.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -38,8 +39,12 @@ def test_block_ids_and_mask_are_the_documented_ones():
     assert window_block_ids(8, 4, 0).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     m = shifted_window_mask(8, 4, 2)  # (nW, W, W); rolled, the last window holds tokens 6, 7 | 0, 1
     assert m[0].all()
-    assert m[1].tolist() == [[True, True, False, False], [True, True, False, False],
-                             [False, False, True, True], [False, False, True, True]]
+    assert m[1].tolist() == [
+        [True, True, False, False],
+        [True, True, False, False],
+        [False, False, True, True],
+        [False, False, True, True],
+    ]
     assert shifted_window_mask(8, 4, 0).all()
 
 
@@ -72,7 +77,7 @@ def test_no_attention_across_the_wrap_around(masked):
     key_mask = torch.ones(1, L, dtype=torch.bool) if masked else None
     q2, k2, v2 = (t.detach().clone() for t in (q, k, v))
     for t in (q2, k2, v2):
-        t[:, :, L - 3:] += 5.0  # the last 3 tokens
+        t[:, :, L - 3 :] += 5.0  # the last 3 tokens
     with torch.no_grad():
         before = shifted_window_attention(q, k, v, key_mask, window=W, shift=s, rel_bias=bias)
         after = shifted_window_attention(q2, k2, v2, key_mask, window=W, shift=s, rel_bias=bias)
@@ -84,8 +89,10 @@ def test_no_attention_across_the_wrap_around(masked):
 
     # The same roll without Swin's mask does leak: this test would catch a missing mask.
     with torch.no_grad():
-        leak = [partitioned_window_attention(*(torch.roll(t, -s, dims=2) for t in x), window=W, rel_bias=bias)
-                for x in ((q, k, v), (q2, k2, v2))]
+        leak = [
+            partitioned_window_attention(*(torch.roll(t, -s, dims=2) for t in x), window=W, rel_bias=bias)
+            for x in ((q, k, v), (q2, k2, v2))
+        ]
     leak = [torch.roll(t, s, dims=2) for t in leak]
     assert ((leak[1] - leak[0])[:, :, :s].abs() > 1e-3).any()
 

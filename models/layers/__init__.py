@@ -1,4 +1,5 @@
 """Reusable blocks shared by architectures (attention, masks, windows, clustering, set blocks)."""
+
 from models.layers.attention import MultiHeadAttention, MultiHeadSelfAttention, masked_sdpa
 from models.layers.attention_patterns import (
     PatternSelfAttention,

@@ -1,4 +1,5 @@
 """Multi-head attention (self and cross) with key padding masks that never give NaN; one kernel: ``masked_sdpa``."""
+
 from __future__ import annotations
 
 import torch
@@ -6,8 +7,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def masked_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, key_mask: torch.Tensor | None = None,
-                dropout_p: float = 0.0) -> torch.Tensor:
+def masked_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, key_mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> torch.Tensor:
     """``scaled_dot_product_attention`` with a key padding mask; rows with no valid key give zeros.
 
     SDPA returns NaN for a fully masked row (softmax of all ``-inf``), and NaN poisons the backward pass even
@@ -50,18 +52,32 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the output.
     """
 
-    def __init__(self, dim_q: int, dim_kv: int | None = None, *, heads: int, dim_head: int, out_proj: bool = True,
-                 dim_out: int | None = None, tied_qkv: bool = False, attn_dropout: float = 0.0,
-                 dropout: float = 0.0):
+    def __init__(
+        self,
+        dim_q: int,
+        dim_kv: int | None = None,
+        *,
+        heads: int,
+        dim_head: int,
+        out_proj: bool = True,
+        dim_out: int | None = None,
+        tied_qkv: bool = False,
+        attn_dropout: float = 0.0,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         dim_kv = dim_q if dim_kv is None else dim_kv
         dim_out = dim_q if dim_out is None else dim_out
         inner = heads * dim_head
         if not out_proj and inner != dim_out:
-            raise ValueError(f"heads * dim_head = {inner} != output width {dim_out}: enable out_proj or change dim_head")
+            raise ValueError(
+                f"heads * dim_head = {inner} != output width {dim_out}: enable out_proj or change dim_head"
+            )
         if tied_qkv and dim_kv != dim_q:
-            raise ValueError(f"tied_qkv needs equal query and key widths, got dim_q={dim_q}, dim_kv={dim_kv}: "
-                             "untie the projections or project the keys first")
+            raise ValueError(
+                f"tied_qkv needs equal query and key widths, got dim_q={dim_q}, dim_kv={dim_kv}: "
+                "untie the projections or project the keys first"
+            )
         self.heads, self.dim_head, self.tied_qkv = heads, dim_head, tied_qkv
         if tied_qkv:
             self.qkv_proj = nn.Linear(dim_q, inner)
@@ -73,8 +89,9 @@ class MultiHeadAttention(nn.Module):
         self.attn_dropout = attn_dropout
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, queries: torch.Tensor, keys_values: torch.Tensor | None = None,
-                key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, queries: torch.Tensor, keys_values: torch.Tensor | None = None, key_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """
         Args:
             queries: (B, M, Dq).
@@ -95,8 +112,9 @@ class MultiHeadAttention(nn.Module):
             k = v = q if keys_values is None else heads(self.qkv_proj(kv), N)
         else:
             q, k, v = heads(self.q_proj(queries), M), heads(self.k_proj(kv), N), heads(self.v_proj(kv), N)
-        out = masked_sdpa(q, k, v, key_mask=key_mask,
-                          dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, M, Dh)
+        out = masked_sdpa(
+            q, k, v, key_mask=key_mask, dropout_p=self.attn_dropout if self.training else 0.0
+        )  # (B, H, M, Dh)
         out = out.transpose(1, 2).reshape(B, M, self.heads * self.dim_head)  # (B, M, H*Dh)
         return self.drop(self.out_proj(out))  # (B, M, dim_out)
 
@@ -112,10 +130,27 @@ class MultiHeadSelfAttention(MultiHeadAttention):
         heads, dim_head, tied_qkv, out_proj, attn_dropout, dropout: as :class:`MultiHeadAttention`.
     """
 
-    def __init__(self, dim: int, *, heads: int, dim_head: int, tied_qkv: bool, out_proj: bool,
-                 attn_dropout: float = 0.0, dropout: float = 0.0):
-        super().__init__(dim, dim, heads=heads, dim_head=dim_head, out_proj=out_proj, tied_qkv=tied_qkv,
-                         attn_dropout=attn_dropout, dropout=dropout)
+    def __init__(
+        self,
+        dim: int,
+        *,
+        heads: int,
+        dim_head: int,
+        tied_qkv: bool,
+        out_proj: bool,
+        attn_dropout: float = 0.0,
+        dropout: float = 0.0,
+    ):
+        super().__init__(
+            dim,
+            dim,
+            heads=heads,
+            dim_head=dim_head,
+            out_proj=out_proj,
+            tied_qkv=tied_qkv,
+            attn_dropout=attn_dropout,
+            dropout=dropout,
+        )
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (B, N, D); key_mask: (B, N) bool, True = real. Returns (B, N, D)."""

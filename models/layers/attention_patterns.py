@@ -8,6 +8,7 @@ Conventions shared by the fast kernels (after allenai/longformer ``sliding_chunk
 computed in the input dtype, then masked with ``-finfo(float32).max`` and soft-maxed in float32; a
 query that may attend to no key at all (a fully padded sequence) gets an all-zero output, not NaN.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,20 +42,46 @@ def full_attention(q, k, v, key_mask=None, *, dropout_p: float = 0.0, training: 
     return masked_sdpa(q, k, v, key_mask=key_mask, dropout_p=dropout_p if training else 0.0)  # (B, H, L, Dh)
 
 
-def sliding_chunks_attention(q, k, v, key_mask=None, *, window_one_sided: int, global_first: bool = True,
-                             dropout_p: float = 0.0, training: bool = False):
+def sliding_chunks_attention(
+    q,
+    k,
+    v,
+    key_mask=None,
+    *,
+    window_one_sided: int,
+    global_first: bool = True,
+    dropout_p: float = 0.0,
+    training: bool = False,
+):
     """Longformer attention (Beltagy et al., 2020): query i sees keys i-w..i+w (w = ``window_one_sided``,
     2w+1 keys); with ``global_first`` the first token attends to every key and every query attends to it.
 
     The kernel is :func:`models.layers.window_attention.banded_window_attention` (chunks of w queries
     against the 3w keys around them, memory O(L * w)), shared with the enhanced SwarmFormer and HSW's module.
     """
-    return banded_window_attention(q, k, v, key_mask, window_one_sided=window_one_sided, global_first=global_first,
-                                   dropout_p=dropout_p if training else 0.0)
+    return banded_window_attention(
+        q,
+        k,
+        v,
+        key_mask,
+        window_one_sided=window_one_sided,
+        global_first=global_first,
+        dropout_p=dropout_p if training else 0.0,
+    )
 
 
-def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, dropout_p: float = 0.0,
-                           training: bool = False, max_chunk_elems: int = 2**20):
+def fixed_sparse_attention(
+    q,
+    k,
+    v,
+    key_mask=None,
+    *,
+    block: int,
+    summary: int,
+    dropout_p: float = 0.0,
+    training: bool = False,
+    max_chunk_elems: int = 2**20,
+):
     """Sparse Transformer 'fixed' pattern (Child et al., 2019), bidirectional: query i sees every key of
     its block (``block`` = l consecutive positions) and the summary keys, the last ``summary`` (= c)
     positions of every block (j mod l >= l - c).
@@ -73,9 +100,9 @@ def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, 
     valid_b = F.pad(valid, (0, pad), value=False).view(B, n, S)  # (B, n, S)
     qb, kb, vb = (F.pad(t, (0, 0, 0, pad)).view(B, H, n, S, Dh) for t in (q, k, v))  # (B, H, n, S, Dh)
     M = n * c
-    ks = kb[:, :, :, S - c:].reshape(B, H, M, Dh)  # (B, H, M, Dh): the summary keys, block by block
-    vs = vb[:, :, :, S - c:].reshape(B, H, M, Dh)  # (B, H, M, Dh)
-    s_valid = valid_b[:, :, S - c:].reshape(B, M)  # (B, M)
+    ks = kb[:, :, :, S - c :].reshape(B, H, M, Dh)  # (B, H, M, Dh): the summary keys, block by block
+    vs = vb[:, :, :, S - c :].reshape(B, H, M, Dh)  # (B, H, M, Dh)
+    s_valid = valid_b[:, :, S - c :].reshape(B, M)  # (B, M)
     s_block = torch.arange(n, device=q.device).repeat_interleave(c)  # (M,): block of each summary key
 
     step = max(1, max_chunk_elems // max(1, B * H * S * (S + M)))  # query blocks per chunk
@@ -91,8 +118,10 @@ def fixed_sparse_attention(q, k, v, key_mask=None, *, block: int, summary: int, 
         summ_ok = s_valid[:, None, None, None, :] & other[None, None, :, None, :]  # (B, 1, n', 1, M)
         probs = masked_softmax(torch.cat([local, summ], dim=-1), torch.cat([local_ok, summ_ok], dim=-1))
         probs = F.dropout(probs, dropout_p, training).to(v.dtype)  # (B, H, n', S, S + M)
-        out[:, :, s:e] = (torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
-                          + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs))
+        out[:, :, s:e] = (
+            torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
+            + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs)
+        )
     return out.view(B, H, n * S, Dh)[:, :, :L]  # (B, H, L, Dh)
 
 

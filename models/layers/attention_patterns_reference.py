@@ -3,6 +3,7 @@
 Each pattern is an explicit (L, L) bool matrix (True = query i may attend to key j), combined with the
 key mask and fed to one dense masked softmax. O(L^2): for tests only.
 """
+
 from __future__ import annotations
 
 import torch

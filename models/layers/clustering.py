@@ -5,6 +5,7 @@ A clusterer has two halves that share one assignment:
   ``broadcast(reps, assign) -> (B, L, D)``  each token gets its clusters' representatives back.
 ``key_mask`` marks clusters holding at least one real token (an empty cluster must not be attended to).
 """
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,9 @@ class GumbelRouter(nn.Module):
         self.cluster_emb = nn.Parameter(torch.randn(num_clusters, dim))  # unit-variance logits after 1/sqrt(D)
         self.scale = dim**-0.5
 
-    def assignment(self, x: torch.Tensor, mask: torch.Tensor | None, *,
-                   tau: torch.Tensor | float = 1.0) -> torch.Tensor:
+    def assignment(
+        self, x: torch.Tensor, mask: torch.Tensor | None, *, tau: torch.Tensor | float = 1.0
+    ) -> torch.Tensor:
         """(B, nb, Lb, C) assignment rows, zero on PAD tokens."""
         B, L, D = x.shape
         if L % self.block:

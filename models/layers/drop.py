@@ -1,4 +1,5 @@
 """Stochastic depth (Huang et al., 2016), as timm's ``DropPath``: drop a residual branch per sample."""
+
 from __future__ import annotations
 
 import torch

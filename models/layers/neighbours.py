@@ -1,4 +1,5 @@
 """The original SwarmFormer's local mixing, made padding-aware: mean of a token and its two neighbours."""
+
 from __future__ import annotations
 
 import torch

@@ -20,6 +20,7 @@ each on purpose:
 Every block takes ``(x, mask)``; outputs at padded positions are not meaningful (they never reach real
 entities, because padded entities are never keys) and the models zero them at the end.
 """
+
 from __future__ import annotations
 
 import torch
@@ -110,8 +111,9 @@ class ISAB(nn.Module):
         num_inds: m, the number of learned inducing points.
     """
 
-    def __init__(self, dim: int, *, heads: int, num_inds: int, ff_depth: int = 1, layer_norm: bool = True,
-                 dropout: float = 0.0):
+    def __init__(
+        self, dim: int, *, heads: int, num_inds: int, ff_depth: int = 1, layer_norm: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         if num_inds < 1:
             raise ValueError(f"ISAB needs num_inds >= 1 inducing points, got {num_inds}")
@@ -138,8 +140,16 @@ class PMA(nn.Module):
         num_seeds: k, the number of output vectors.
     """
 
-    def __init__(self, dim: int, *, heads: int, num_seeds: int = 1, ff_depth: int = 1, layer_norm: bool = True,
-                 dropout: float = 0.0):
+    def __init__(
+        self,
+        dim: int,
+        *,
+        heads: int,
+        num_seeds: int = 1,
+        ff_depth: int = 1,
+        layer_norm: bool = True,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if num_seeds < 1:
             raise ValueError(f"PMA needs num_seeds >= 1, got {num_seeds}")
@@ -171,14 +181,27 @@ class SetPoolingHead(nn.Module):
         heads, num_seeds, ff_depth, layer_norm, dropout: for the PMA (unused otherwise).
     """
 
-    def __init__(self, dim: int, dim_out: int | None = None, *, pooling: str = "mean", heads: int = 4,
-                 num_seeds: int = 1, ff_depth: int = 1, layer_norm: bool = True, dropout: float = 0.0):
+    def __init__(
+        self,
+        dim: int,
+        dim_out: int | None = None,
+        *,
+        pooling: str = "mean",
+        heads: int = 4,
+        num_seeds: int = 1,
+        ff_depth: int = 1,
+        layer_norm: bool = True,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling = pooling
-        self.pma = (PMA(dim, heads=heads, num_seeds=num_seeds, ff_depth=ff_depth, layer_norm=layer_norm,
-                        dropout=dropout) if pooling == "pma" else None)
+        self.pma = (
+            PMA(dim, heads=heads, num_seeds=num_seeds, ff_depth=ff_depth, layer_norm=layer_norm, dropout=dropout)
+            if pooling == "pma"
+            else None
+        )
         width = dim * num_seeds if pooling == "pma" else dim
         self.proj = nn.Linear(width, dim_out) if dim_out is not None else nn.Identity()
 
@@ -208,8 +231,10 @@ def check_set_inputs(x: torch.Tensor, mask: torch.Tensor | None, dim_input: int,
         model: the model's name, for the error message.
     """
     if x.dim() != 3 or x.shape[-1] != dim_input:
-        raise ValueError(f"{model}: x must be (B, N, {dim_input}), got {tuple(x.shape)}: "
-                         f"build the model with dim_input={x.shape[-1] if x.dim() == 3 else '?'} or reshape x")
+        raise ValueError(
+            f"{model}: x must be (B, N, {dim_input}), got {tuple(x.shape)}: "
+            f"build the model with dim_input={x.shape[-1] if x.dim() == 3 else '?'} or reshape x"
+        )
     if mask is None:
         return None
     if mask.shape != x.shape[:2]:
@@ -222,5 +247,4 @@ def count_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["ISAB", "MAB", "PMA", "POOLINGS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs",
-           "count_params"]
+__all__ = ["ISAB", "MAB", "PMA", "POOLINGS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs", "count_params"]

@@ -1,4 +1,5 @@
 """Transformer building blocks shared by the attention baselines: pre-LN block, MLP, positions, pooling."""
+
 from __future__ import annotations
 
 import math

@@ -21,6 +21,7 @@ soft-maxed in float32 after ``-finfo(float32).max`` is added to the masked entri
 it may attend comes out as zeros, never NaN. Masks are bool, True = keep. A relative-position bias holds one
 scalar per head and offset ``j - i`` (Swin); without one the window sees a bag of neighbours.
 """
+
 from __future__ import annotations
 
 import torch
@@ -71,6 +72,7 @@ def _zero_empty_rows(out: torch.Tensor, keep: torch.Tensor | None) -> torch.Tens
 
 # ---- banded (sliding) windows ------------------------------------------------------------------------------
 
+
 def _band_offsets(r: int, device) -> torch.Tensor:
     """``j - i`` for query ``a`` of a block and key ``b`` of the 3-block strip around it: (r, 3r) long."""
     a = torch.arange(r, device=device)
@@ -78,9 +80,17 @@ def _band_offsets(r: int, device) -> torch.Tensor:
     return b[None, :] - r - a[:, None]  # (r, 3r): key j = (n-1)r + b, query i = nr + a, so j - i = b - r - a
 
 
-def banded_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
-                            *, window_one_sided: int, global_first: bool = False,
-                            rel_bias: torch.Tensor | None = None, dropout_p: float = 0.0) -> torch.Tensor:
+def banded_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_mask: torch.Tensor | None = None,
+    *,
+    window_one_sided: int,
+    global_first: bool = False,
+    rel_bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
     """Sliding-window attention, ``O(L * window)`` memory.
 
     Args:
@@ -141,16 +151,31 @@ def banded_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     return out
 
 
-def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window_one_sided: int,
-                             key_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None,
-                             dropout_p: float = 0.0) -> torch.Tensor:
+def sliding_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    window_one_sided: int,
+    key_mask: torch.Tensor | None = None,
+    rel_bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
     """:func:`banded_window_attention` without a global token (the enhanced SwarmFormer's call signature)."""
-    return banded_window_attention(q, k, v, key_mask, window_one_sided=window_one_sided, rel_bias=rel_bias,
-                                   dropout_p=dropout_p)
+    return banded_window_attention(
+        q, k, v, key_mask, window_one_sided=window_one_sided, rel_bias=rel_bias, dropout_p=dropout_p
+    )
 
 
-def dense_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, window_one_sided: int,
-                           key_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None) -> torch.Tensor:
+def dense_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    window_one_sided: int,
+    key_mask: torch.Tensor | None = None,
+    rel_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The banded function with a full (L, L) score matrix: the test oracle for :func:`sliding_window_attention`."""
     r = window_one_sided
     B, H, L, Dh = q.shape
@@ -168,6 +193,7 @@ def dense_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
 
 
 # ---- partitioned (Swin-style) windows, plain or shifted ----------------------------------------------------
+
 
 def window_partition(x: torch.Tensor, window: int) -> torch.Tensor:
     """(B, L, ...) -> (B, L / W, W, ...): consecutive, non-overlapping windows (a view; L % W == 0)."""
@@ -193,8 +219,8 @@ def shifted_window_mask(L: int, window: int, shift: int, device=None) -> torch.T
     """
     label = torch.zeros(L, dtype=torch.long, device=device)
     if shift:
-        label[L - window:L - shift] = 1
-        label[L - shift:] = 2
+        label[L - window : L - shift] = 1
+        label[L - shift :] = 2
     lw = label.view(L // window, window)  # (nW, W)
     return lw[:, :, None] == lw[:, None, :]  # (nW, W, W): query x key
 
@@ -205,10 +231,17 @@ def relative_position_index(window: int, device=None) -> torch.Tensor:
     return pos[None, :] - pos[:, None] + window - 1
 
 
-def partitioned_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 key_mask: torch.Tensor | None = None, *, window: int,
-                                 attn_mask: torch.Tensor | None = None, rel_bias: torch.Tensor | None = None,
-                                 dropout_p: float = 0.0) -> torch.Tensor:
+def partitioned_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_mask: torch.Tensor | None = None,
+    *,
+    window: int,
+    attn_mask: torch.Tensor | None = None,
+    rel_bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
     """Attention inside consecutive windows of ``window`` tokens (no roll: see :func:`shifted_window_attention`).
 
     Args:
@@ -244,9 +277,17 @@ def partitioned_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return out.reshape(B, H, L, Dh)
 
 
-def shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
-                             *, window: int, shift: int = 0, rel_bias: torch.Tensor | None = None,
-                             dropout_p: float = 0.0) -> torch.Tensor:
+def shifted_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_mask: torch.Tensor | None = None,
+    *,
+    window: int,
+    shift: int = 0,
+    rel_bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
     """Swin's (shifted-)window attention in 1-D, any length: pad the end to a multiple of ``window`` (padded keys
     masked), roll left by ``shift``, attend per window with the wrap-around masked, roll back, cut the padding.
     ``shift=0`` is plain window attention. Arguments as :func:`partitioned_window_attention`, L unrestricted.
@@ -268,8 +309,9 @@ def shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
         q, k, v = (torch.roll(t, -shift, dims=2) for t in (q, k, v))  # (B, H, Lp, Dh): position p holds token p + shift
         key_mask = None if key_mask is None else torch.roll(key_mask, -shift, dims=1)  # (B, Lp)
         attn_mask = shifted_window_mask(L + pad, window, shift, q.device)  # (nW, W, W)
-    out = partitioned_window_attention(q, k, v, key_mask, window=window, attn_mask=attn_mask, rel_bias=rel_bias,
-                                       dropout_p=dropout_p)  # (B, H, Lp, Dh)
+    out = partitioned_window_attention(
+        q, k, v, key_mask, window=window, attn_mask=attn_mask, rel_bias=rel_bias, dropout_p=dropout_p
+    )  # (B, H, Lp, Dh)
     if shift:
         out = torch.roll(out, shift, dims=2)
     return out[:, :, :L] if pad else out  # (B, H, L, Dh)
@@ -280,9 +322,16 @@ def window_block_ids(L: int, window: int, shift: int = 0, device=None) -> torch.
     return (torch.arange(L, device=device) + (window - shift) % window) // window
 
 
-def dense_shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                   key_mask: torch.Tensor | None = None, *, window: int, shift: int = 0,
-                                   rel_bias: torch.Tensor | None = None) -> torch.Tensor:
+def dense_shifted_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_mask: torch.Tensor | None = None,
+    *,
+    window: int,
+    shift: int = 0,
+    rel_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The oracle for :func:`shifted_window_attention`: one (L, L) float64 softmax under the block mask
     "i and j in the same block of :func:`window_block_ids`" (no roll, no wrap-around by construction)."""
     B, H, L, Dh = q.shape
@@ -302,6 +351,7 @@ def dense_shifted_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Te
 
 # ---- modules -----------------------------------------------------------------------------------------------
 
+
 class LocalWindowAttention(nn.Module):
     """Multi-head attention inside a sliding window of ``2 * window_one_sided + 1`` tokens, PAD keys masked.
 
@@ -314,8 +364,16 @@ class LocalWindowAttention(nn.Module):
         rel_pos_bias: learn one bias per head and relative offset (initialised at zero).
     """
 
-    def __init__(self, dim: int, *, heads: int, dim_head: int, window_one_sided: int, attn_dropout: float = 0.0,
-                 rel_pos_bias: bool = True):
+    def __init__(
+        self,
+        dim: int,
+        *,
+        heads: int,
+        dim_head: int,
+        window_one_sided: int,
+        attn_dropout: float = 0.0,
+        rel_pos_bias: bool = True,
+    ):
         super().__init__()
         self.heads, self.dim_head, self.window_one_sided = heads, dim_head, window_one_sided
         self.attn_dropout = attn_dropout
@@ -338,16 +396,24 @@ class LocalWindowAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, L, _ = x.shape
         q, k, v = self._split(x)
-        out = banded_window_attention(q, k, v, mask, window_one_sided=self.window_one_sided, rel_bias=self.rel_bias,
-                                      dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
+        out = banded_window_attention(
+            q,
+            k,
+            v,
+            mask,
+            window_one_sided=self.window_one_sided,
+            rel_bias=self.rel_bias,
+            dropout_p=self.attn_dropout if self.training else 0.0,
+        )  # (B, H, L, Dh)
         return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
 
     def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
         B, L, _ = x.shape
         q, k, v = self._split(x)
-        out = dense_window_attention(q, k, v, window_one_sided=self.window_one_sided, key_mask=mask,
-                                     rel_bias=self.rel_bias)
+        out = dense_window_attention(
+            q, k, v, window_one_sided=self.window_one_sided, key_mask=mask, rel_bias=self.rel_bias
+        )
         return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
 
 
@@ -368,8 +434,9 @@ class ShiftedWindowAttention(nn.Module):
         proj_dropout: dropout on the output projection.
     """
 
-    def __init__(self, dim: int, *, heads: int, window: int, shift: int = 0, attn_dropout: float = 0.0,
-                 proj_dropout: float = 0.0):
+    def __init__(
+        self, dim: int, *, heads: int, window: int, shift: int = 0, attn_dropout: float = 0.0, proj_dropout: float = 0.0
+    ):
         super().__init__()
         if dim % heads:
             raise ValueError(f"width {dim} is not divisible by heads={heads}")
@@ -380,7 +447,6 @@ class ShiftedWindowAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_dropout)
         self.rel_bias = nn.Parameter(nn.init.trunc_normal_(torch.zeros(heads, 2 * window - 1), std=0.02))
-
 
     def no_weight_decay(self) -> set[str]:
         """Parameters (names within this module) the optimizer leaves undecayed: the relative-position bias table,
@@ -400,13 +466,22 @@ class ShiftedWindowAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (B, L, D); mask: (B, L) bool, True = real token. Returns (B, L, D)."""
         q, k, v = self._qkv(x)
-        out = shifted_window_attention(q, k, v, mask, window=self.window, shift=self.shift, rel_bias=self.rel_bias,
-                                       dropout_p=self.attn_dropout if self.training else 0.0)  # (B, H, L, Dh)
+        out = shifted_window_attention(
+            q,
+            k,
+            v,
+            mask,
+            window=self.window,
+            shift=self.shift,
+            rel_bias=self.rel_bias,
+            dropout_p=self.attn_dropout if self.training else 0.0,
+        )  # (B, H, L, Dh)
         return self._out(out)
 
     def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
         q, k, v = self._qkv(x)
-        out = dense_shifted_window_attention(q, k, v, mask, window=self.window, shift=self.shift,
-                                             rel_bias=self.rel_bias)
+        out = dense_shifted_window_attention(
+            q, k, v, mask, window=self.window, shift=self.shift, rel_bias=self.rel_bias
+        )
         return self._out(out)

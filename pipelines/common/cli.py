@@ -1,4 +1,5 @@
 """Arguments every stage shares: --params, --profile."""
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@
 Ray is heavy (about 1.7 s to import, about 1.3 GB of processes) and optional (training needs only torch), so it is
 imported inside the functions that use it, never at module top.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,13 +47,16 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise SwarmlabError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}): start one with "
-                            f"`ray start --head` (docs/ray.md, docs/sweeps.md: Running on a Ray cluster), or drop "
-                            f"--address / RAY_ADDRESS to run locally") from None
+        raise SwarmlabError(
+            f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}): start one with "
+            f"`ray start --head` (docs/ray.md, docs/sweeps.md: Running on a Ray cluster), or drop "
+            f"--address / RAY_ADDRESS to run locally"
+        ) from None
 
 
-def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: str | None = None,
-                dashboard: bool = False) -> bool:
+def connect_ray(
+    address: str | None, *, num_cpus: int | None = None, temp_dir: str | None = None, dashboard: bool = False
+) -> bool:
     """Start a local Ray instance or join the cluster at ``address``; True when this call did either.
 
     A local instance listens on 127.0.0.1 only and has ``num_cpus`` CPUs (default: every core of this machine).
@@ -64,8 +68,9 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: s
     if ray.is_initialized():
         return False
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    kwargs = dict(log_to_driver=False, logging_level=logging.WARNING,
-                  runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+    kwargs = dict(
+        log_to_driver=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}
+    )
     if address:
         check_reachable(address)
         try:
@@ -74,8 +79,9 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None, temp_dir: s
             raise SwarmlabError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=num_cpus, _temp_dir=temp_dir, include_dashboard=dashboard, _node_ip_address="127.0.0.1",
-                 **kwargs)
+        ray.init(
+            num_cpus=num_cpus, _temp_dir=temp_dir, include_dashboard=dashboard, _node_ip_address="127.0.0.1", **kwargs
+        )
     return True
 
 
@@ -83,7 +89,7 @@ def absolute_tracking_uri() -> str:
     """The tracking URI with any local path made absolute: Ray workers run in other working directories."""
     uri = tracking_uri()
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
     if "://" not in uri:
         return str(Path(uri).resolve())
     return uri
@@ -123,12 +129,16 @@ def request(nodes: list[dict], cpus: float, gpus: float, *, cpus_key: str, gpus_
     max_cpus = max((n.get("Resources", {}).get("CPU", 0.0) for n in alive), default=0.0)
     max_gpus = max((n.get("Resources", {}).get("GPU", 0.0) for n in alive), default=0.0)
     if cpus > max_cpus:
-        raise SwarmlabError(f"{cpus_key}={cpus:g} but the largest Ray node has {max_cpus:g} CPUs: it would wait forever; "
-                            f"lower {cpus_key} or add a bigger node")
+        raise SwarmlabError(
+            f"{cpus_key}={cpus:g} but the largest Ray node has {max_cpus:g} CPUs: it would wait forever; "
+            f"lower {cpus_key} or add a bigger node"
+        )
     if max_gpus and gpus:
         if gpus > max_gpus:
-            raise SwarmlabError(f"{gpus_key}={gpus:g} but the largest Ray node has {max_gpus:g} GPUs: "
-                                f"lower {gpus_key} (fractions share a GPU)")
+            raise SwarmlabError(
+                f"{gpus_key}={gpus:g} but the largest Ray node has {max_gpus:g} GPUs: "
+                f"lower {gpus_key} (fractions share a GPU)"
+            )
         return Resources(cpus, gpus)
     return Resources(cpus, 0.0)
 

@@ -15,6 +15,7 @@ batches are copied from pinned memory without blocking, a split that can live on
 
 Needs only torch; tracking goes through a tracker object (``NullTracker`` when off).
 """
+
 from __future__ import annotations
 
 import csv
@@ -65,7 +66,9 @@ class TrainConfig:
     backtrack_alpha: float = setting(0.9, gt=0, le=1)  # seed 003: learning-rate discount per backtrack
     backtrack_beta: float = setting(0.2, ge=0, lt=1)  # seed 003: horizon, a share of the evaluations so far
     backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
-    lr_decay_at: float = setting(0.0, ge=0, lt=1)  # share of the planned steps after which lr x lr_decay_factor; 0 = off
+    lr_decay_at: float = setting(
+        0.0, ge=0, lt=1
+    )  # share of the planned steps after which lr x lr_decay_factor; 0 = off
     lr_decay_factor: float = setting(0.1, gt=0, le=1)  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
     warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
@@ -79,7 +82,9 @@ class TrainConfig:
     compile: str = setting("eager", choices=COMPILE_CHOICES)  # torch.compile: eager (none) | default | reduce-overhead
     max_batches_per_epoch: int = setting(0, ge=0)  # cap on training batches per epoch; 0 = the whole split
     time_budget_s: float = setting(0.0, ge=0)  # net training seconds (no validation, checkpoints, logging); 0 = off
-    check_finite_every: int = setting(0, ge=0)  # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
+    check_finite_every: int = setting(
+        0, ge=0
+    )  # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
     eval_batch_size: int = setting(256, ge=1)
     num_threads: int = setting(0, ge=0)  # torch intra-op threads; 0 = torch's default
 
@@ -206,8 +211,12 @@ def to_device(batch: dict, device: torch.device) -> dict:
         return batch
     # a split already on the GPU (on_device) hands out CUDA tensors, whose device reads cuda:0 where ``device``
     # may read cuda: only CPU tensors are pinned
-    return {k: (v.to(device, non_blocking=True) if v.is_cuda else v.pin_memory().to(device, non_blocking=True))
-            if torch.is_tensor(v) else v for k, v in batch.items()}
+    return {
+        k: (v.to(device, non_blocking=True) if v.is_cuda else v.pin_memory().to(device, non_blocking=True))
+        if torch.is_tensor(v)
+        else v
+        for k, v in batch.items()
+    }
 
 
 def on_device(data, device: torch.device):
@@ -237,8 +246,12 @@ def compiled(model: nn.Module, mode: str) -> nn.Module:
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
     """AdamW or Adam; weights (ndim >= 2) decayed, biases and norms not, nor what a module's ``no_weight_decay()``
     names (timm's convention: Swin's relative-position bias tables); fused kernels on CUDA."""
-    excluded = {f"{prefix}.{name}" if prefix else name for prefix, module in model.named_modules()
-                if hasattr(module, "no_weight_decay") for name in module.no_weight_decay()}
+    excluded = {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, module in model.named_modules()
+        if hasattr(module, "no_weight_decay")
+        for name in module.no_weight_decay()
+    }
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for n, p in named if p.ndim >= 2 and n not in excluded]
     no_decay = [p for n, p in named if p.ndim < 2 or n in excluded]
@@ -277,16 +290,20 @@ def check_plan(cfg: TrainConfig, train_data) -> int | None:
     endless data). ``fit`` calls it first; the train stage calls it for every model before the first run starts."""
     endless = is_endless(train_data)
     if endless and not cfg.eval_every:
-        raise PlanError("train.eval_every is 0, but endless training data has no epochs to validate after: set "
-                        "eval_every (steps between validations)")
+        raise PlanError(
+            "train.eval_every is 0, but endless training data has no epochs to validate after: set "
+            "eval_every (steps between validations)"
+        )
     if endless and not (cfg.max_steps or cfg.time_budget_s):
         raise PlanError("endless training data needs train.max_steps or train.time_budget_s: training would never end")
     steps_per_epoch = None if endless else len(epoch_plan(train_data, cfg, 1))
     if steps_per_epoch == 0:
         raise PlanError("the training split is empty")
     if cfg.lr_decay_at and planned_steps(cfg, steps_per_epoch) is None:
-        raise PlanError("train.lr_decay_at needs a planned number of steps: set max_steps (or max_epochs with finite "
-                        "data), or lr_decay_at: 0")
+        raise PlanError(
+            "train.lr_decay_at needs a planned number of steps: set max_steps (or max_epochs with finite "
+            "data), or lr_decay_at: 0"
+        )
     return steps_per_epoch
 
 
@@ -321,8 +338,16 @@ def with_warmup(schedule: Callable[[int], float], warmup_steps: int) -> Callable
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task, data, *, batch_size: int = 256, device: torch.device | str = "cpu",
-             amp: bool = False, desc: str = "eval") -> tuple[dict, object]:
+def evaluate(
+    model: nn.Module,
+    task,
+    data,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+    amp: bool = False,
+    desc: str = "eval",
+) -> tuple[dict, object]:
     """Metrics of ``model`` on ``data`` in eval mode; returns (metrics, the task's meter). One host sync, at the end."""
     device = torch.device(device)
     model.eval()
@@ -339,8 +364,9 @@ def evaluate(model: nn.Module, task, data, *, batch_size: int = 256, device: tor
 # ------------------------------------------------------------------------------------------ backtracking
 
 
-def should_backtrack(earlier: list[float], current: float, *, better: Callable[[float, float], bool], beta: float,
-                     warmup: int) -> bool:
+def should_backtrack(
+    earlier: list[float], current: float, *, better: Callable[[float, float], bool], beta: float, warmup: int
+) -> bool:
     """Seed 003 §4.1.3: backtrack after evaluation e = len(earlier) + 1 when the most recent evaluations
     that are all better than ``current`` are more than ``beta * e``; never in the first ``warmup``.
 
@@ -364,8 +390,11 @@ def should_backtrack(earlier: list[float], current: float, *, better: Callable[[
 def _rng_state(device: torch.device) -> dict:
     """Every generator a model or a data source may draw from, as tensors and plain values (weights_only-safe)."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-             "random": random.getstate()}
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "random": random.getstate(),
+    }
     if device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device)
     return state
@@ -411,13 +440,16 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
-        raise SwarmlabError(f"checkpoint {path} was refused: it holds objects other than tensors and plain values, "
-                            f"which weights_only loading never runs; it is not a swarmlab checkpoint (or was tampered "
-                            f"with): delete it and retrain") from None
+        raise SwarmlabError(
+            f"checkpoint {path} was refused: it holds objects other than tensors and plain values, "
+            f"which weights_only loading never runs; it is not a swarmlab checkpoint (or was tampered "
+            f"with): delete it and retrain"
+        ) from None
     except (RuntimeError, EOFError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise SwarmlabError(f"checkpoint {path} is damaged or not a torch checkpoint ({first}): delete it and "
-                            f"retrain") from None
+        raise SwarmlabError(
+            f"checkpoint {path} is damaged or not a torch checkpoint ({first}): delete it and retrain"
+        ) from None
 
 
 def load_weights(model: nn.Module, state: dict, path: Path) -> None:
@@ -428,12 +460,18 @@ def load_weights(model: nn.Module, state: dict, path: Path) -> None:
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     resized = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
     if missing or unexpected or resized:
-        parts = [f"{len(missing)} missing (e.g. {missing[0]})" if missing else "",
-                 f"{len(unexpected)} unexpected (e.g. {unexpected[0]})" if unexpected else "",
-                 f"{len(resized)} of another shape (e.g. {resized[0]}: {tuple(state[resized[0]].shape)} here "
-                 f"{tuple(own[resized[0]].shape)})" if resized else ""]
-        raise SwarmlabError(f"checkpoint {path} does not fit {type(model).__name__}: "
-                            f"{', '.join(p for p in parts if p)} keys: it belongs to another model or configuration")
+        parts = [
+            f"{len(missing)} missing (e.g. {missing[0]})" if missing else "",
+            f"{len(unexpected)} unexpected (e.g. {unexpected[0]})" if unexpected else "",
+            f"{len(resized)} of another shape (e.g. {resized[0]}: {tuple(state[resized[0]].shape)} here "
+            f"{tuple(own[resized[0]].shape)})"
+            if resized
+            else "",
+        ]
+        raise SwarmlabError(
+            f"checkpoint {path} does not fit {type(model).__name__}: "
+            f"{', '.join(p for p in parts if p)} keys: it belongs to another model or configuration"
+        )
     model.load_state_dict(state)
 
 
@@ -460,9 +498,11 @@ def _check_streak(p: _Progress, lr: float, desc: str) -> None:
     """Count a backtrack on a non-finite loss; the ``MAX_NONFINITE_BACKTRACKS``-th in a row ends the run."""
     p.nonfinite_streak += 1
     if p.nonfinite_streak >= MAX_NONFINITE_BACKTRACKS:
-        raise NonFiniteLossError(f"{desc}backtracking ran out: the loss was non-finite at {p.nonfinite_streak} evaluations "
-                                 f"in a row, each backtracked (lr now {lr:.3g}): lower train.lr, use train.amp fp32 or "
-                                 f"check the data")
+        raise NonFiniteLossError(
+            f"{desc}backtracking ran out: the loss was non-finite at {p.nonfinite_streak} evaluations "
+            f"in a row, each backtracked (lr now {lr:.3g}): lower train.lr, use train.amp fp32 or "
+            f"check the data"
+        )
 
 
 def _epoch_value(p: _Progress, plan_len: int | None, endless: bool):
@@ -476,8 +516,19 @@ def _epoch_value(p: _Progress, plan_len: int | None, endless: bool):
 # ---------------------------------------------------------------------------------------------------- resume
 
 # Settings a resumed run may change: when to stop, and where/how fast it runs (not what it computes).
-RESUMABLE_CHANGES = frozenset({"max_epochs", "max_steps", "time_budget_s", "patience", "device", "num_threads",
-                               "compile", "eval_batch_size", "check_finite_every"})
+RESUMABLE_CHANGES = frozenset(
+    {
+        "max_epochs",
+        "max_steps",
+        "time_budget_s",
+        "patience",
+        "device",
+        "num_threads",
+        "compile",
+        "eval_batch_size",
+        "check_finite_every",
+    }
+)
 
 
 def check_resume(state: dict, cfg: TrainConfig, identity: dict | None, path: Path) -> None:
@@ -487,12 +538,17 @@ def check_resume(state: dict, cfg: TrainConfig, identity: dict | None, path: Pat
     if identity is not None and "identity" in state:
         before.update(flatten(state["identity"]))
         now.update(flatten(identity))
-    diff = [f"{k} {before.get(k, '(unset)')!r} -> {now.get(k, '(unset)')!r}" for k in sorted(set(before) | set(now))
-            if before.get(k) != now.get(k)]
+    diff = [
+        f"{k} {before.get(k, '(unset)')!r} -> {now.get(k, '(unset)')!r}"
+        for k in sorted(set(before) | set(now))
+        if before.get(k) != now.get(k)
+    ]
     if diff:
         shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
-        raise SwarmlabError(f"--resume refused: the run in {path.parent} was made with other settings ({shown}): "
-                            f"put them back, or start over with --restart")
+        raise SwarmlabError(
+            f"--resume refused: the run in {path.parent} was made with other settings ({shown}): "
+            f"put them back, or start over with --restart"
+        )
 
 
 def _still_stopped(p: _Progress, cfg: TrainConfig) -> str:
@@ -511,9 +567,21 @@ def _still_stopped(p: _Progress, cfg: TrainConfig) -> str:
 # ----------------------------------------------------------------------------------------------------- fit
 
 
-def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir: str | Path, *,
-        resume: bool | str | Path = False, tracker=None, callbacks: tuple[Callable[[TrainState], bool | None], ...] = (),
-        desc: str = "", lr_schedule: Callable[[int], float] | None = None, identity: dict | None = None) -> FitResult:
+def fit(
+    model: nn.Module,
+    task,
+    train_data,
+    val_data,
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool | str | Path = False,
+    tracker=None,
+    callbacks: tuple[Callable[[TrainState], bool | None], ...] = (),
+    desc: str = "",
+    lr_schedule: Callable[[int], float] | None = None,
+    identity: dict | None = None,
+) -> FitResult:
     """Train ``model`` on ``train_data`` (finite or endless), select on ``val_data``; checkpoints in ``out_dir``.
 
     Args:
@@ -541,15 +609,18 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
     endless = is_endless(train_data)
     steps_per_epoch = check_plan(cfg, train_data)
     train_data, val_data = on_device(train_data, device), on_device(val_data, device)
-    schedule = with_warmup(lr_schedule or step_decay(cfg, planned_steps(cfg, steps_per_epoch)) or (lambda step: 1.0),
-                           cfg.warmup_steps)
+    schedule = with_warmup(
+        lr_schedule or step_decay(cfg, planned_steps(cfg, steps_per_epoch)) or (lambda step: 1.0), cfg.warmup_steps
+    )
 
     p = _Progress()
     ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else out_dir / CHECKPOINT
     if resume and ckpt_path.is_file():
         state = load_checkpoint(ckpt_path, map_location=device)
         if not isinstance(state, dict) or not {"model", "optimizer", "progress", "rng", "config"} <= set(state):
-            raise SwarmlabError(f"{ckpt_path} is not a training checkpoint of this engine: delete it, or run without --resume")
+            raise SwarmlabError(
+                f"{ckpt_path} is not a training checkpoint of this engine: delete it, or run without --resume"
+            )
         check_resume(state, cfg, identity, ckpt_path)
         load_weights(model, state["model"], ckpt_path)
         optimizer.load_state_dict(state["optimizer"])
@@ -568,8 +639,17 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         return task.is_better(a, b)
 
     def checkpoint() -> None:
-        _save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "progress": asdict(p),
-               "rng": _rng_state(device), "config": asdict(cfg), "identity": identity or {}}, out_dir / CHECKPOINT)
+        _save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "progress": asdict(p),
+                "rng": _rng_state(device),
+                "config": asdict(cfg),
+                "identity": identity or {},
+            },
+            out_dir / CHECKPOINT,
+        )
         _write_history(out_dir / HISTORY, p.history)
 
     def backtrack() -> None:
@@ -640,14 +720,19 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         first, last = p.history[-1]["step"] + 1 if p.history else 1, p.step
         finite = bool(torch.isfinite(loss_sum))
         loss_sum.zero_()
-        row = {"evaluation": p.evaluation + 1, "step": p.step, "epoch": _epoch_value(p, len(plan) if plan else None, endless)}
+        row = {
+            "evaluation": p.evaluation + 1,
+            "step": p.step,
+            "epoch": _epoch_value(p, len(plan) if plan else None, endless),
+        }
         event = ""
         if not finite:
             if cfg.plateau != "backtrack" or not p.best:
                 raise NonFiniteLossError(
                     f"{desc}non-finite training loss in steps {first}..{last}"
                     + (f" (epoch {p.epoch})" if not endless else "")
-                    + f" at lr {lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack")
+                    + f" at lr {lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack"
+                )
             _check_streak(p, lr, desc)
             backtrack()
             event = "backtrack: non-finite training loss"
@@ -655,15 +740,18 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
             row.update({f"val_{k}": v for k, v in val.items()})
         else:
             row.update({f"train_{k}": v for k, v in meter.compute().items()})
-            val, _ = evaluate(net, task, val_data, batch_size=cfg.eval_batch_size, device=device, amp=amp,
-                              desc=f"{desc}validate")
+            val, _ = evaluate(
+                net, task, val_data, batch_size=cfg.eval_batch_size, device=device, amp=amp, desc=f"{desc}validate"
+            )
             row.update({f"val_{k}": v for k, v in val.items()})
         score = val[task.monitor]
         p.evaluation += 1
         if not event and not math.isfinite(score):
             if cfg.plateau != "backtrack" or not p.best:
-                raise NonFiniteLossError(f"{desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
-                                         f"use train.amp fp32, or set train.plateau: backtrack")
+                raise NonFiniteLossError(
+                    f"{desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
+                    f"use train.amp fp32, or set train.plateau: backtrack"
+                )
             _check_streak(p, lr, desc)
             backtrack()
             event = "backtrack: non-finite validation"
@@ -675,8 +763,13 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
                 _save(optimizer.state_dict(), out_dir / BEST_OPTIMIZER)
         elif not event:
             p.bad_evals += 1
-            if (cfg.plateau == "backtrack" and stop not in ("time_budget", "max_steps", "max_epochs")
-                    and should_backtrack(p.recorded, score, better=better, beta=cfg.backtrack_beta, warmup=cfg.backtrack_warmup)):
+            if (
+                cfg.plateau == "backtrack"
+                and stop not in ("time_budget", "max_steps", "max_epochs")
+                and should_backtrack(
+                    p.recorded, score, better=better, beta=cfg.backtrack_beta, warmup=cfg.backtrack_warmup
+                )
+            ):
                 backtrack()
                 event = "backtrack"
         if not event.startswith("backtrack: non-finite"):
@@ -685,21 +778,41 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         p.recorded.append(best_score if event else score)
         if not stop and cfg.patience and p.bad_evals >= cfg.patience:
             stop = "early_stopping"
-        row.update({"lr": lr, "train_time_s": round(p.train_time_s, 3),
-                    "train_samples_per_s": rows / stretch_s if stretch_s > 0 else 0.0, "backtracks": p.backtracks})
+        row.update(
+            {
+                "lr": lr,
+                "train_time_s": round(p.train_time_s, 3),
+                "train_samples_per_s": rows / stretch_s if stretch_s > 0 else 0.0,
+                "backtracks": p.backtracks,
+            }
+        )
         if event:
             row["event"] = event
         p.history.append(row)
         p.stopped = stop
         checkpoint()
         tracker.log_metrics({k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step)
-        print(f"{desc}eval {p.evaluation}  step {p.step}" + ("" if endless else f"  epoch {row['epoch']}")
-              + (f"  train_loss {row['train_loss']:.4f}" if "train_loss" in row else "")
-              + f"  val_loss {val.get('loss', math.nan):.4f}" + (f"  val_{task.monitor} {score:.4f}" if task.monitor != "loss" else "")
-              + f"  ({stretch_s:.1f} s, {row['train_samples_per_s']:.0f} samples/s)" + (f"  [{event}]" if event else ""),
-              flush=True)
-        state = TrainState(model=model, optimizer=optimizer, out_dir=out_dir, step=p.step, epoch=row["epoch"],
-                           evaluation=p.evaluation, row=row, history=p.history, best=p.best)
+        print(
+            f"{desc}eval {p.evaluation}  step {p.step}"
+            + ("" if endless else f"  epoch {row['epoch']}")
+            + (f"  train_loss {row['train_loss']:.4f}" if "train_loss" in row else "")
+            + f"  val_loss {val.get('loss', math.nan):.4f}"
+            + (f"  val_{task.monitor} {score:.4f}" if task.monitor != "loss" else "")
+            + f"  ({stretch_s:.1f} s, {row['train_samples_per_s']:.0f} samples/s)"
+            + (f"  [{event}]" if event else ""),
+            flush=True,
+        )
+        state = TrainState(
+            model=model,
+            optimizer=optimizer,
+            out_dir=out_dir,
+            step=p.step,
+            epoch=row["epoch"],
+            evaluation=p.evaluation,
+            row=row,
+            history=p.history,
+            best=p.best,
+        )
         for cb in callbacks:
             if cb(state) and not p.stopped:
                 p.stopped = "callback"
@@ -707,5 +820,14 @@ def fit(model: nn.Module, task, train_data, val_data, cfg: TrainConfig, out_dir:
         model.train()
         t0 = time.perf_counter()
     bar.close()
-    return FitResult(best=p.best, history=p.history, stopped=p.stopped, out_dir=out_dir, num_params=num_params,
-                     train_time_s=p.train_time_s, steps=p.step, backtracks=p.backtracks, extra={"bf16_autocast": amp})
+    return FitResult(
+        best=p.best,
+        history=p.history,
+        stopped=p.stopped,
+        out_dir=out_dir,
+        num_params=num_params,
+        train_time_s=p.train_time_s,
+        steps=p.step,
+        backtracks=p.backtracks,
+        extra={"bf16_autocast": amp},
+    )

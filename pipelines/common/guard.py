@@ -13,6 +13,7 @@ that is not the one its run wrote, or was trained on other data.
 * ``seal_run`` / ``check_run``: ``run.json`` records the data fingerprint (swarmlab/integrity.py) at the start and
   the SHA-256 of ``best.pt`` at the end; loading a checkpoint checks both.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.engine import (BEST, PlanError, autocast, check_plan, epoch_plan, resolve_amp, resolve_device,
-                                     to_device)
+from pipelines.common.engine import (
+    BEST,
+    PlanError,
+    autocast,
+    check_plan,
+    epoch_plan,
+    resolve_amp,
+    resolve_device,
+    to_device,
+)
 from pipelines.common.runs import build_model, model_overrides, train_config
 from pipelines.common.seeds import set_seeds
 from swarmlab.errors import SwarmlabError
@@ -34,7 +43,16 @@ DRY_ROWS = 2  # rows of the dry run's batches: enough for any batch-size logic, 
 # A run whose best validation loss exceeds the untrained model's by this many times max(|initial loss|, 1) diverged:
 # MNIST starts at ~5.5 nats (threshold ~60); the runs that replaced good ones ended near 1e5 (lr 1e4) and 5e7.
 DIVERGED_FACTOR = 10.0
-ERRORS = (RuntimeError, ValueError, TypeError, IndexError, KeyError, AssertionError, AttributeError, NotImplementedError)
+ERRORS = (
+    RuntimeError,
+    ValueError,
+    TypeError,
+    IndexError,
+    KeyError,
+    AssertionError,
+    AttributeError,
+    NotImplementedError,
+)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -64,8 +82,10 @@ def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
         train_ds = task.train_data(model.cfg)
         val_ds = task.eval_data("val", model.cfg)
         if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
-            raise SwarmlabError(f"train.batch_size={cfg.batch_size} is larger than the training split "
-                                f"({len(train_ds)} {task.item_name}): lower it (train or {where}.train)")
+            raise SwarmlabError(
+                f"train.batch_size={cfg.batch_size} is larger than the training split "
+                f"({len(train_ds)} {task.item_name}): lower it (train or {where}.train)"
+            )
         if len(val_ds) == 0:
             raise SwarmlabError(f"the validation split of {task.key} is empty: rebuild the data: {task.rebuild_hint}")
         try:
@@ -90,8 +110,10 @@ def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
         except SwarmlabError as exc:
             raise SwarmlabError(f"dry run of model {name!r} (nothing trained yet): {exc}") from None
         except ERRORS as exc:
-            raise SwarmlabError(f"dry run of model {name!r} failed on one batch before any run started ({_first_line(exc)}): "
-                                f"fix {where}.model_overrides or {where}.train for it") from None
+            raise SwarmlabError(
+                f"dry run of model {name!r} failed on one batch before any run started ({_first_line(exc)}): "
+                f"fix {where}.model_overrides or {where}.train for it"
+            ) from None
         baselines[name] = float(loss.detach())
         del model
     return baselines
@@ -104,15 +126,19 @@ def check_outcome(result, task, cfg, run_name: str, baseline: float | None = Non
     keep = f"the previous {run_name} run stays in place"
     ran_out = f" after {result.backtracks} backtrack(s): backtracking ran out" if result.backtracks else ""
     if score is None or not math.isfinite(score):
-        raise SwarmlabError(f"{task.key}/{run_name} ended with no finite validation {task.monitor}{ran_out}; {keep}: "
-                            f"lower train.lr (now {cfg.lr:g}) or use train.amp fp32")
+        raise SwarmlabError(
+            f"{task.key}/{run_name} ended with no finite validation {task.monitor}{ran_out}; {keep}: "
+            f"lower train.lr (now {cfg.lr:g}) or use train.amp fp32"
+        )
     loss = best.get("loss")
     if baseline is not None and loss is not None and math.isfinite(baseline):
         limit = baseline + DIVERGED_FACTOR * max(abs(baseline), 1.0)
         if not loss <= limit:
-            raise SwarmlabError(f"{task.key}/{run_name} diverged{ran_out}: its best validation loss {loss:.4g} is far above "
-                                f"the untrained model's {baseline:.4g}; {keep}: lower train.lr (now {cfg.lr:g}) or set "
-                                f"train.grad_clip")
+            raise SwarmlabError(
+                f"{task.key}/{run_name} diverged{ran_out}: its best validation loss {loss:.4g} is far above "
+                f"the untrained model's {baseline:.4g}; {keep}: lower train.lr (now {cfg.lr:g}) or set "
+                f"train.grad_clip"
+            )
 
 
 # ------------------------------------------------------------------------------------------------------- seals
@@ -145,10 +171,13 @@ def check_run(task, run_dir: Path, hint: str) -> None:
         raise SwarmlabError(f"{path} is not a run record (a JSON object): retrain it ({hint})")
     sealed = record.get("best_sha256")
     if sealed and file_sha256(Path(run_dir) / BEST) != sealed:
-        raise SwarmlabError(f"{Path(run_dir) / BEST} is not the checkpoint this run wrote (its content hash differs from "
-                            f"run.json's): it was replaced or changed; restore it (dvc checkout) or retrain ({hint})")
+        raise SwarmlabError(
+            f"{Path(run_dir) / BEST} is not the checkpoint this run wrote (its content hash differs from "
+            f"run.json's): it was replaced or changed; restore it (dvc checkout) or retrain ({hint})"
+        )
     trained_on, now = record.get("data_fingerprint"), task.data_fingerprint()
     if trained_on and now and trained_on != now:
-        raise SwarmlabError(f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
-                            f"than {task.data_dir} holds now ({now}): retrain it ({hint})")
-
+        raise SwarmlabError(
+            f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
+            f"than {task.data_dir} holds now ({now}): retrain it ({hint})"
+        )

@@ -15,6 +15,7 @@ The top-level sections ``train:`` and ``augment:`` override every profile, last:
 profile. Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the
 stages an override changes (a top-level section nobody declared would leave stale results "up to date").
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,7 +39,9 @@ OVERRIDE_SECTIONS = ("augment", "train")  # top-level sections that override eve
 
 
 def _type_name(value) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "mapping"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _check_value(where: str, default, value, source: str) -> None:
@@ -70,7 +73,9 @@ def _merge(schema: dict, override: dict, where: str, source: str) -> dict:
             raise SwarmlabError(f"{source}: unknown key {path!r}; known keys here: {known}")
         default = schema[key]
         _check_value(path, default, value, source)
-        if isinstance(default, dict) and default and not REPLACED_WHOLE.fullmatch(path):  # a structured section: recurse
+        if (
+            isinstance(default, dict) and default and not REPLACED_WHOLE.fullmatch(path)
+        ):  # a structured section: recurse
             out[key] = _merge(default, value, path, source)
         else:  # leaf, list or free-form mapping: replaced whole
             out[key] = copy.deepcopy(value)
@@ -86,8 +91,9 @@ def _with_section_fields(defaults: dict) -> dict:
         if isinstance(section, dict):
             for name, field in fields.items():
                 if name not in section:
-                    section[name] = field.default_factory() if field.default_factory is not dataclasses.MISSING \
-                        else field.default
+                    section[name] = (
+                        field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+                    )
     return out
 
 
@@ -107,15 +113,22 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
         raise SwarmlabError(f"{path}: a 'defaults' mapping is required")
     unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OVERRIDE_SECTIONS))
     if unknown:
-        hint = (f"; set {', '.join(u for u in unknown if u in defaults)} under defaults or a profile"
-                if any(u in defaults for u in unknown) else "")
-        raise SwarmlabError(f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS)} and the override "
-                            f"sections {list(OVERRIDE_SECTIONS)}{hint}")
+        hint = (
+            f"; set {', '.join(u for u in unknown if u in defaults)} under defaults or a profile"
+            if any(u in defaults for u in unknown)
+            else ""
+        )
+        raise SwarmlabError(
+            f"{path}: unknown top-level key(s) {unknown}; known: {sorted(TOP_LEVEL_KEYS)} and the override "
+            f"sections {list(OVERRIDE_SECTIONS)}{hint}"
+        )
     top_overrides = {k: raw[k] or {} for k in OVERRIDE_SECTIONS if k in raw}
     profiles = raw.get("profiles") or {}
     name = profile or raw.get("profile")
     if name is None:  # silently falling back to the bare defaults would run settings nobody chose
-        raise SwarmlabError(f"{path} has no `profile:` key: add `profile: cpu` (one of {sorted(profiles)}) or pass --profile")
+        raise SwarmlabError(
+            f"{path} has no `profile:` key: add `profile: cpu` (one of {sorted(profiles)}) or pass --profile"
+        )
     if not isinstance(name, str) or name not in profiles:
         raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
     resolved = _merge(_with_section_fields(defaults), profiles[name] or {}, "", f"{path} (profile {name!r})")

@@ -1,4 +1,5 @@
 """Where things live. Everything is absolute: Ray Tune changes the working directory of its trials."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,9 @@ def datasets_dir(params: dict | None = None) -> Path:
 
     Raises a SwarmlabError naming the folder when it does not exist.
     """
-    configured = os.environ.get("SWARMLAB_DATASETS") or (params or {}).get("paths", {}).get("datasets", "../shared/datasets")
+    configured = os.environ.get("SWARMLAB_DATASETS") or (params or {}).get("paths", {}).get(
+        "datasets", "../shared/datasets"
+    )
     path = resolve(configured)
     if not path.is_dir():
         raise SwarmlabError(

@@ -1,4 +1,5 @@
 """Progress bars that stay out of logs: on only when stdout is a TTY (``SWARMLAB_PROGRESS=0/1`` forces it)."""
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ declares in dvc.yaml (``pipelines``, ``models``, ``tasks``, ``swarmlab``) and th
 so whatever makes DVC rerun the stage also makes the run train again. Scheduling (how many runs at once, which
 node) is not in it: results do not depend on it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -73,9 +74,18 @@ def run_fingerprint(*, run, model_cfg, task, train_cfg, threads: int, resources:
 
     ``resources`` (CPUs, GPUs) count only for a run bounded by net time: how many steps fit depends on them.
     """
-    ident = {"model": run.model, "seed": run.seed, "model_cfg": asdict(model_cfg), "task": task.name, "key": task.key,
-             "options": asdict(task.options), "train": {**asdict(train_cfg), "num_threads": threads},
-             "resources": resources if train_cfg.time_budget_s else None, "code": code_hash(), "data": data}
+    ident = {
+        "model": run.model,
+        "seed": run.seed,
+        "model_cfg": asdict(model_cfg),
+        "task": task.name,
+        "key": task.key,
+        "options": asdict(task.options),
+        "train": {**asdict(train_cfg), "num_threads": threads},
+        "resources": resources if train_cfg.time_budget_s else None,
+        "code": code_hash(),
+        "data": data,
+    }
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -16,6 +16,7 @@ params.yaml holds one section per task::
       mnist:
         task: image_generation        # a section may run a registered task of another name
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +55,9 @@ def make_task(params: dict, key: str, *, options: dict | None = None, root: Path
     registered = (sections.get(key) or {}).get("task") or key
     task_class(registered)  # an unknown task name first, with the nearest registered names
     section = task_section(params, key)
-    task = get_task(registered, {**(section.get("options") or {}), **(options or {})}, root=root,
-                    where=f"tasks.{key}.options")
+    task = get_task(
+        registered, {**(section.get("options") or {}), **(options or {})}, root=root, where=f"tasks.{key}.options"
+    )
     task.key = key
     return task
 
@@ -94,7 +96,9 @@ def skip_reason(params: dict, task_name: str) -> str:
     return str(task_section(params, task_name).get("skip") or "")
 
 
-def write_skipped(stage: str, task_name: str, reason: str, *, report_root: Path, folders: tuple[Path, ...] = ()) -> dict:
+def write_skipped(
+    stage: str, task_name: str, reason: str, *, report_root: Path, folders: tuple[Path, ...] = ()
+) -> dict:
     """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
     why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
     import json
@@ -132,8 +136,10 @@ def _per_model(raw: dict, where: str) -> tuple[dict, dict]:
         if not any(fnmatch.fnmatchcase(m, str(key)) for m in registered):
             close = difflib.get_close_matches(str(key), registered, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise SwarmlabError(f"{where}.{key} is a mapping, so per-model settings, but no registered model is called "
-                                f"{key!r} or matches it{hint}")
+            raise SwarmlabError(
+                f"{where}.{key} is a mapping, so per-model settings, but no registered model is called "
+                f"{key!r} or matches it{hint}"
+            )
         per_model[key] = value
     return shared, per_model
 
@@ -183,8 +189,10 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     for where, values in sections:
         unknown = sorted(set(values) - set(ENGINE_KEYS))
         if unknown:
-            raise SwarmlabError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(ENGINE_KEYS)} "
-                                f"({source_of(params)})")
+            raise SwarmlabError(
+                f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(ENGINE_KEYS)} "
+                f"({source_of(params)})"
+            )
         for key, value in values.items():
             try:
                 check_value(f"{where}.{key}", value, hints[key], fields[key].metadata.get("rules"))
@@ -233,14 +241,18 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
         raise SwarmlabError(f"{exc.args[0]} ({where}.models)") from None
     if entry.kind != task.model_kind:
         fitting = ", ".join(models.list_models(kind=task.model_kind)) or "none"
-        raise SwarmlabError(f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
-                            f"{task.model_kind!r} models: {fitting} ({where}.models)")
+        raise SwarmlabError(
+            f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
+            f"{task.model_kind!r} models: {fitting} ({where}.models)"
+        )
     from_data = task.model_kwargs()
     clash = sorted(k for k in (overrides or {}) if k in from_data and overrides[k] != from_data[k])
     if clash:  # a 3-class head on 2-class data, say, would train without complaint
         k = clash[0]
-        raise SwarmlabError(f"{where}.model_overrides.{k}={overrides[k]!r} contradicts the data ({k}={from_data[k]!r} from "
-                            f"task {task.key!r}): remove it")
+        raise SwarmlabError(
+            f"{where}.model_overrides.{k}={overrides[k]!r} contradicts the data ({k}={from_data[k]!r} from "
+            f"task {task.key!r}): remove it"
+        )
     try:
         return models.create_model(name, **{**from_data, **(overrides or {})})
     except (TypeError, ValueError) as exc:

@@ -20,6 +20,7 @@ Progress: one line when a run starts and one when it ends, each with the counts 
 Workers write their output (the engine's evaluation lines) to a log file per run, never interleaved on the
 console, with progress bars off.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,19 +34,32 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.common.cluster import (Resources, absolute_tracking_uri, check_reachable, connect_ray, describe_cluster,
-                                      ray_installed, request, resolve_address)
+from pipelines.common.cluster import (
+    Resources,
+    absolute_tracking_uri,
+    check_reachable,
+    connect_ray,
+    describe_cluster,
+    ray_installed,
+    request,
+    resolve_address,
+)
 from pipelines.common.runs import Run, _for_model, _per_model, train_config
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, parse, setting
+
 
 @dataclass
 class ScheduleConfig:
     """``schedule:`` (top level of params.yaml, not a DVC param: it never changes what a run computes)."""
 
     parallel: int = setting(1, ge=0)  # runs at once; 1 = one after another in this process (no Ray); 0 = as many as fit
-    cpus_per_run: float = setting(1.0, gt=0)  # Ray CPUs per run, and its torch threads unless train.num_threads pins them
-    gpus_per_run: float = setting(0.0, ge=0)  # 0, a fraction (runs share a GPU) or whole GPUs; only where there are GPUs
+    cpus_per_run: float = setting(
+        1.0, gt=0
+    )  # Ray CPUs per run, and its torch threads unless train.num_threads pins them
+    gpus_per_run: float = setting(
+        0.0, ge=0
+    )  # 0, a fraction (runs share a GPU) or whole GPUs; only where there are GPUs
     address: str = ""  # "" = a local Ray on 127.0.0.1 with this machine's cores; --address and $RAY_ADDRESS win
     max_retries: int = setting(2, ge=0)  # a run whose worker died is retried this often, from its last checkpoint
     dashboard: bool = False  # a local Ray's dashboard (needs ray[default])
@@ -67,14 +81,23 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
         if profile:
             if "profiles" in profile:
                 raise SettingsError(f"schedule.profiles.{params.get('profile')}.profiles: profiles do not nest")
-            tasks = {**base.tasks, **{k: {**(base.tasks.get(k) or {}), **v} if isinstance(v, dict) else v
-                                      for k, v in (profile.get("tasks") or {}).items()}}
-            base = parse(ScheduleConfig, {**raw, **profile, "tasks": tasks}, f"schedule (profile {params.get('profile')!r})")
+            tasks = {
+                **base.tasks,
+                **{
+                    k: {**(base.tasks.get(k) or {}), **v} if isinstance(v, dict) else v
+                    for k, v in (profile.get("tasks") or {}).items()
+                },
+            }
+            base = parse(
+                ScheduleConfig, {**raw, **profile, "tasks": tasks}, f"schedule (profile {params.get('profile')!r})"
+            )
         for key, value in base.tasks.items():
             if not isinstance(value, dict):
                 raise SettingsError(f"schedule.tasks.{key} must be a mapping, got {value!r}")
             shared, per_model = _per_model(value, f"schedule.tasks.{key}")
-            for part, entries in [(f"schedule.tasks.{key}", shared)] + [(f"schedule.tasks.{key}.{m}", v) for m, v in per_model.items()]:
+            for part, entries in [(f"schedule.tasks.{key}", shared)] + [
+                (f"schedule.tasks.{key}.{m}", v) for m, v in per_model.items()
+            ]:
                 parse(_RunResources, entries, part, partial=True)
     except SwarmlabError as exc:
         from pipelines.common.sections import source_of
@@ -99,7 +122,11 @@ class _RunResources:
 def run_resources(cfg: ScheduleConfig, task_key: str, model: str) -> tuple[float, float]:
     """(CPUs, GPUs) one run of ``model`` asks for: ``schedule``, then ``schedule.tasks.<task>``, then its model's mapping."""
     shared, per_model = _per_model(dict(cfg.tasks.get(task_key) or {}), f"schedule.tasks.{task_key}")
-    values = {"cpus_per_run": cfg.cpus_per_run, "gpus_per_run": cfg.gpus_per_run, **_for_model(shared, per_model, model)}
+    values = {
+        "cpus_per_run": cfg.cpus_per_run,
+        "gpus_per_run": cfg.gpus_per_run,
+        **_for_model(shared, per_model, model),
+    }
     return float(values["cpus_per_run"]), float(values["gpus_per_run"])
 
 
@@ -138,8 +165,17 @@ class Scheduler:
     touches an output; a request no node of the cluster can hold, when Ray is joined, before any run starts.
     """
 
-    def __init__(self, stage: str, params: dict, task, runs: list[Run], *, parallel: int | None = None,
-                 address: str | None = None, echo=print):
+    def __init__(
+        self,
+        stage: str,
+        params: dict,
+        task,
+        runs: list[Run],
+        *,
+        parallel: int | None = None,
+        address: str | None = None,
+        echo=print,
+    ):
         import torch
 
         self.stage, self.params, self.task, self.runs = stage, params, task, runs
@@ -149,9 +185,14 @@ class Scheduler:
         self.ray = self.cfg.parallel != 1 and (len(runs) > 1 or bool(self.cfg.address))
         self.note = ""
         if self.ray and not ray_installed():
-            self.ray, self.note = False, "Ray is not installed (pip install swarmlab[stack]): one run after another here"
+            self.ray, self.note = (
+                False,
+                "Ray is not installed (pip install swarmlab[stack]): one run after another here",
+            )
         if self.ray and self.cfg.address:
-            check_reachable(self.cfg.address)  # in seconds, before the stage touches anything (ray.init retries for long)
+            check_reachable(
+                self.cfg.address
+            )  # in seconds, before the stage touches anything (ray.init retries for long)
         default_threads = torch.get_num_threads()
         self.slots: dict[str, Slot] = {}
         budgets = {}
@@ -178,9 +219,11 @@ class Scheduler:
             seen.setdefault(key, name)
         if len(seen) > 1:
             shown = "; ".join(f"{name}: {self._describe(self.slots[name])}" for name in seen.values())
-            raise SwarmlabError(f"tasks.{self.task.key} compares its runs at equal net training time (time_budget_s) but "
-                                f"they would get unequal resources ({shown}): give every run of the task the same "
-                                f"(schedule.tasks.{self.task.key}, train.num_threads)")
+            raise SwarmlabError(
+                f"tasks.{self.task.key} compares its runs at equal net training time (time_budget_s) but "
+                f"they would get unequal resources ({shown}): give every run of the task the same "
+                f"(schedule.tasks.{self.task.key}, train.num_threads)"
+            )
 
     def _describe(self, slot: Slot) -> str:
         threads = f"{slot.threads} thread{'s' if slot.threads != 1 else ''}"
@@ -204,17 +247,26 @@ class Scheduler:
             for run in self.runs:
                 slot = self.slots[run.name]
                 try:
-                    slot.resources = request(nodes, slot.resources.cpus, slot.resources.gpus,
-                                             cpus_key="schedule.cpus_per_run", gpus_key="schedule.gpus_per_run")
+                    slot.resources = request(
+                        nodes,
+                        slot.resources.cpus,
+                        slot.resources.gpus,
+                        cpus_key="schedule.cpus_per_run",
+                        gpus_key="schedule.gpus_per_run",
+                    )
                 except SwarmlabError as exc:
-                    raise SwarmlabError(f"run {run.name} of {self.task.key}: {exc} (per task and model: "
-                                        f"schedule.tasks.{self.task.key})") from None
-            self._check_equal_budgets({r.name: train_config(self.params, self.task.key, r.model).time_budget_s
-                                       for r in self.runs})
+                    raise SwarmlabError(
+                        f"run {run.name} of {self.task.key}: {exc} (per task and model: schedule.tasks.{self.task.key})"
+                    ) from None
+            self._check_equal_budgets(
+                {r.name: train_config(self.params, self.task.key, r.model).time_budget_s for r in self.runs}
+            )
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        self.where = (f"the Ray cluster at {self.cfg.address}" if self.cfg.address else "a local Ray") + f" ({describe_cluster(nodes)})"
+        self.where = (
+            f"the Ray cluster at {self.cfg.address}" if self.cfg.address else "a local Ray"
+        ) + f" ({describe_cluster(nodes)})"
 
     def __exit__(self, *exc) -> None:
         if self._started:
@@ -229,14 +281,16 @@ class Scheduler:
         """The first line of the stage: how its runs go."""
         if not self.ray:
             kinds = sorted({self._describe(self.slots[r.name]) for r in self.runs})
-            return (f"{n} run(s) one after another in this process, {' / '.join(kinds)} each"
-                    + (f" ({self.note})" if self.note else ""))
+            return f"{n} run(s) one after another in this process, {' / '.join(kinds)} each" + (
+                f" ({self.note})" if self.note else ""
+            )
         at_once = "as many at once as fit" if self.parallel == 0 else f"{self.parallel} at a time"
         kinds = sorted({self._describe(self.slots[r.name]) for r in self.runs})
         return f"{n} run(s), {at_once}, on {self.where}; each run: {' / '.join(kinds)}"
 
-    def execute(self, fn: str, jobs: list[Job], *, tracking: bool, on_done=None, label: str = "",
-                fresh_workers: bool = False) -> dict[str, object]:
+    def execute(
+        self, fn: str, jobs: list[Job], *, tracking: bool, on_done=None, label: str = "", fresh_workers: bool = False
+    ) -> dict[str, object]:
         """Run ``fn`` (``"module:function"``) for every job; returns {run name: what it returned}, in job order.
 
         ``fresh_workers``: on Ray, each run in a new worker process (a measured peak memory is then the run's own).
@@ -257,16 +311,20 @@ class Scheduler:
                 job.kwargs["resources"] = self.record(job.run)
         self.echo(f"{label}: {self.describe(len(jobs))}", flush=True)
         if self.ray:
-            results = self._execute_ray(fn, jobs, tracking=tracking, on_done=on_done, label=label,
-                                        fresh_workers=fresh_workers)
+            results = self._execute_ray(
+                fn, jobs, tracking=tracking, on_done=on_done, label=label, fresh_workers=fresh_workers
+            )
         else:
             results = self._execute_here(fn, jobs, on_done=on_done, label=label)
         return {job.run.name: results[job.run.name] for job in jobs}
 
     def _line(self, label: str, verb: str, run: Run, text: str, counts: tuple[int, int, int]) -> None:
         done, running, waiting = counts
-        self.echo(f"[{label}] {verb:<5} {run.name}{'  ' + text if text else ''}  "
-                  f"({done} done, {running} running, {waiting} waiting)", flush=True)
+        self.echo(
+            f"[{label}] {verb:<5} {run.name}{'  ' + text if text else ''}  "
+            f"({done} done, {running} running, {waiting} waiting)",
+            flush=True,
+        )
 
     def _execute_here(self, fn: str, jobs: list[Job], *, on_done, label: str) -> dict:
         import torch
@@ -293,14 +351,20 @@ class Scheduler:
                 on_done(job, results[job.run.name])
             self._line(label, "done", job.run, f"in {time.perf_counter() - t0:.1f} s", (i + 1, 0, len(jobs) - i - 1))
 
-    def _execute_ray(self, fn: str, jobs: list[Job], *, tracking: bool, on_done, label: str, fresh_workers: bool) -> dict:
+    def _execute_ray(
+        self, fn: str, jobs: list[Job], *, tracking: bool, on_done, label: str, fresh_workers: bool
+    ) -> dict:
         import ray
 
         env = {"SWARMLAB_PROGRESS": "0"}  # no progress bars from workers
         if tracking:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
-        task = {"key": self.task.key, "options": dataclasses.asdict(self.task.options), "root": str(Path(self.task.root).resolve())}
+        task = {
+            "key": self.task.key,
+            "options": dataclasses.asdict(self.task.options),
+            "root": str(Path(self.task.root).resolve()),
+        }
         remote = ray.remote(max_calls=1)(_worker) if fresh_workers else ray.remote(_worker)
         queue, pending, results, failure = list(jobs), {}, {}, None
         done = 0
@@ -308,12 +372,25 @@ class Scheduler:
             while queue and failure is None and (self.parallel == 0 or len(pending) < self.parallel):
                 job = queue.pop(0)
                 slot = self.slots[job.run.name]
-                spec = {"fn": fn, "task": task, "run": job.run, "params": self.params, "kwargs": job.kwargs, "env": env,
-                        "threads": slot.threads, "log": str(job.log) if job.log else None,
-                        "keep_log": str(job.keep_log) if job.keep_log else None,
-                        "history": str(job.history) if job.history else None, "label": f"{label}/{job.run.name}"}
-                ref = remote.options(**slot.resources.ray_options(), max_retries=self.cfg.max_retries,
-                                     retry_exceptions=False, name=f"{self.stage}:{self.task.key}/{job.run.name}").remote(spec)
+                spec = {
+                    "fn": fn,
+                    "task": task,
+                    "run": job.run,
+                    "params": self.params,
+                    "kwargs": job.kwargs,
+                    "env": env,
+                    "threads": slot.threads,
+                    "log": str(job.log) if job.log else None,
+                    "keep_log": str(job.keep_log) if job.keep_log else None,
+                    "history": str(job.history) if job.history else None,
+                    "label": f"{label}/{job.run.name}",
+                }
+                ref = remote.options(
+                    **slot.resources.ray_options(),
+                    max_retries=self.cfg.max_retries,
+                    retry_exceptions=False,
+                    name=f"{self.stage}:{self.task.key}/{job.run.name}",
+                ).remote(spec)
                 pending[ref] = (job, time.perf_counter())
                 self._line(label, "start", job.run, job.note, (done, len(pending), len(queue)))
             if not pending:
@@ -325,13 +402,20 @@ class Scheduler:
                     out = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:  # the run's own exception, with the worker's traceback
                     failure = failure or RuntimeError(f"run {job.run.name} of {label} failed on Ray:\n{exc}")
-                    self._line(label, "FAIL", job.run, str(exc).strip().splitlines()[-1][:200], (done, len(pending), len(queue)))
+                    self._line(
+                        label,
+                        "FAIL",
+                        job.run,
+                        str(exc).strip().splitlines()[-1][:200],
+                        (done, len(pending), len(queue)),
+                    )
                     continue
                 except ray.exceptions.RayError as exc:  # its worker died more often than max_retries
                     failure = failure or SwarmlabError(
                         f"run {job.run.name} of {label}: its worker died {self.cfg.max_retries + 1} time(s) "
                         f"({type(exc).__name__}: out of memory, killed, or its node lost?); its checkpoint is kept: rerun "
-                        f"the stage to continue it")
+                        f"the stage to continue it"
+                    )
                     self._line(label, "FAIL", job.run, type(exc).__name__, (done, len(pending), len(queue)))
                     continue
                 if "error" in out:  # a SwarmlabError in the worker: one line, as in this process
@@ -343,8 +427,13 @@ class Scheduler:
                     on_done(job, out["result"])
                 done += 1
                 retried = f"; {out['resumed']}" if out.get("resumed") else ""
-                self._line(label, "done", job.run, f"in {time.perf_counter() - t0:.1f} s on {out['host']}{retried}",
-                           (done, len(pending), len(queue)))
+                self._line(
+                    label,
+                    "done",
+                    job.run,
+                    f"in {time.perf_counter() - t0:.1f} s on {out['host']}{retried}",
+                    (done, len(pending), len(queue)),
+                )
         if failure is not None:
             raise failure
         return results
@@ -391,12 +480,16 @@ def _worker(spec: dict) -> dict:
     host = socket.gethostname()
     node = ray.get_runtime_context().get_node_id()[:8]
     with _output_to(spec["log"]):
-        print(f"{spec['label']}: pid {os.getpid()} on {host} (node {node}), {spec['threads']} torch thread(s), "
-              f"{time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+        print(
+            f"{spec['label']}: pid {os.getpid()} on {host} (node {node}), {spec['threads']} torch thread(s), "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}",
+            flush=True,
+        )
         resumed = _checkpoint_note(spec["history"])
         try:
-            task = make_task(spec["params"], spec["task"]["key"], options=spec["task"]["options"],
-                             root=Path(spec["task"]["root"]))
+            task = make_task(
+                spec["params"], spec["task"]["key"], options=spec["task"]["options"], root=Path(spec["task"]["root"])
+            )
             result = _import(spec["fn"])(task, run, spec["params"], **spec["kwargs"])
         except SwarmlabError as exc:
             print(f"error: {exc}", flush=True)

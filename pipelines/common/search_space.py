@@ -24,6 +24,7 @@ with values ``"8|64"``), so the searcher never proposes an invalid model.
 
 Nothing here imports Ray: ``ResolvedSpace.tune_space()`` builds Tune domains on demand.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -129,18 +130,27 @@ def parse_spec(where: str, spec) -> tuple[str, object]:
         return ("const", spec[0]) if len(spec) == 1 else ("choice", list(spec))
     if isinstance(spec, dict):
         if len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
-            raise SwarmlabError(f"{where}: a distribution is one of {{loguniform|uniform|int: [low, high]}}, got {spec!r}")
+            raise SwarmlabError(
+                f"{where}: a distribution is one of {{loguniform|uniform|int: [low, high]}}, got {spec!r}"
+            )
         kind, bounds = next(iter(spec.items()))
-        numeric = isinstance(bounds, list) and len(bounds) == 2 and all(
-            isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+        numeric = (
+            isinstance(bounds, list)
+            and len(bounds) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+        )
         if not numeric:
-            raise SwarmlabError(f"{where}.{kind} needs [low, high] as two numbers, got {bounds!r} "
-                                f"(write 5.0e-5, not 5e-5: YAML reads the latter as a string)")
+            raise SwarmlabError(
+                f"{where}.{kind} needs [low, high] as two numbers, got {bounds!r} "
+                f"(write 5.0e-5, not 5e-5: YAML reads the latter as a string)"
+            )
         low, high = bounds
         if not all(math.isfinite(b) for b in bounds):
             raise SwarmlabError(f"{where}.{kind}: bounds must be finite numbers, got {bounds!r}")
         if not low < high:
-            raise SwarmlabError(f"{where}.{kind}: low {low} must be below high {high} (a constant is a one-element list)")
+            raise SwarmlabError(
+                f"{where}.{kind}: low {low} must be below high {high} (a constant is a one-element list)"
+            )
         if kind == "loguniform" and low <= 0:
             raise SwarmlabError(f"{where}.loguniform: low must be > 0, got {low}")
         if kind == "int" and not (isinstance(low, int) and isinstance(high, int)):
@@ -155,8 +165,10 @@ def space_entry(spaces: dict, task: str, model: str) -> tuple[str, dict, bool]:
     """``(key, spec mapping, generic)`` of the space model ``model`` gets for ``task``."""
     task_spaces = spaces.get(task)
     if not isinstance(task_spaces, dict) or not task_spaces:
-        raise SwarmlabError(f"sweep.spaces has no search spaces for task {task!r}: add sweep.spaces.{task} "
-                            f"with at least a `default` space (see docs/sweeps.md)")
+        raise SwarmlabError(
+            f"sweep.spaces has no search spaces for task {task!r}: add sweep.spaces.{task} "
+            f"with at least a `default` space (see docs/sweeps.md)"
+        )
     if model in task_spaces:
         key = model
     else:
@@ -205,8 +217,17 @@ def _groups(names: list[str], valid: list[dict]) -> list[list[str]]:
     return sorted((sorted(g, key=order.get) for g in out), key=lambda g: order[g[0]])
 
 
-def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_fields: set[str] | frozenset[str],
-                  check_train=None, data_seq_len: int | None = None, model_overrides: dict | None = None) -> ResolvedSpace:
+def resolve_space(
+    spaces: dict,
+    task: str,
+    model: str,
+    *,
+    model_cfg,
+    train_fields: set[str] | frozenset[str],
+    check_train=None,
+    data_seq_len: int | None = None,
+    model_overrides: dict | None = None,
+) -> ResolvedSpace:
     """Resolve the params.yaml space of ``model`` for ``task`` and check that it admits valid trials.
 
     Args:
@@ -217,7 +238,9 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
         model_overrides: ``train.model_overrides``; fields the model has are the base of every trial.
     """
     if not dataclasses.is_dataclass(model_cfg):
-        raise SwarmlabError(f"model {model!r} exposes no config dataclass as `model.cfg`: the sweep cannot see its fields")
+        raise SwarmlabError(
+            f"model {model!r} exposes no config dataclass as `model.cfg`: the sweep cannot see its fields"
+        )
     key, specs, generic = space_entry(spaces, task, model)
     where_base = f"sweep.spaces.{task}.{key}"
     model_fields = {f.name for f in dataclasses.fields(model_cfg)}
@@ -238,12 +261,16 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
             dropped.append(name)
             continue
         else:
-            raise SwarmlabError(f"{where}: {model} has no config field {name!r} and the training config has none either; "
-                                f"model fields: {', '.join(sorted(model_fields - set(DATA_FIELDS)))}; "
-                                f"training fields: {', '.join(sorted(train_fields))}")
+            raise SwarmlabError(
+                f"{where}: {model} has no config field {name!r} and the training config has none either; "
+                f"model fields: {', '.join(sorted(model_fields - set(DATA_FIELDS)))}; "
+                f"training fields: {', '.join(sorted(train_fields))}"
+            )
         parsed[name] = parse_spec(where, spec)
     if not any(kind != "const" for kind, _ in parsed.values()):
-        raise SwarmlabError(f"{where_base} searches nothing for {model}: give at least one list of choices or a distribution")
+        raise SwarmlabError(
+            f"{where_base} searches nothing for {model}: give at least one list of choices or a distribution"
+        )
 
     if data_seq_len is not None and "seq_len" in model_fields:
         kind, payload = parsed.get("seq_len", ("const", base_cfg.seq_len))
@@ -253,7 +280,8 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
             raise SwarmlabError(
                 f"{where_base}: {model} would train at seq_len {', '.join(map(str, too_long))} but the data was tokenized "
                 f"to {data_seq_len} tokens: raise tokenize.seq_len to {max(too_long)} and rerun the tokenize stage, "
-                f"or keep seq_len <= {data_seq_len} in the space")
+                f"or keep seq_len <= {data_seq_len} in the space"
+            )
 
     fixed = {n: p for n, (k, p) in parsed.items() if k == "const"}
     dims: list[Dim] = []
@@ -275,8 +303,10 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
     cont = [n for n in parsed if n in model_keys and parsed[n][0] in DISTRIBUTIONS]
     n_combos = math.prod(len(parsed[n][1]) for n in cat)
     if n_combos > MAX_COMBINATIONS:
-        raise SwarmlabError(f"{where_base}: {n_combos:,} combinations of {', '.join(cat)} are too many to check; "
-                            f"narrow the categorical choices")
+        raise SwarmlabError(
+            f"{where_base}: {n_combos:,} combinations of {', '.join(cat)} are too many to check; "
+            f"narrow the categorical choices"
+        )
     valid, first_error = [], None
     low_cont = {n: parsed[n][1][0] for n in cont}
     for values in itertools.product(*(parsed[n][1] for n in cat)):
@@ -289,8 +319,9 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
     if not valid:
         combo, exc = first_error
         shown = ", ".join(f"{k}={v}" for k, v in combo.items()) or "the fixed values"
-        raise SwarmlabError(f"{where_base} admits no valid configuration of {model}: every combination fails, "
-                            f"e.g. {shown}: {exc}")
+        raise SwarmlabError(
+            f"{where_base} admits no valid configuration of {model}: every combination fails, e.g. {shown}: {exc}"
+        )
     for n in cont:  # continuous model fields: both bounds must be valid with some valid combination
         lo, hi = parsed[n][1]
         for v in (lo, hi):
@@ -318,5 +349,14 @@ def resolve_space(spaces: dict, task: str, model: str, *, model_cfg, train_field
             dims.append(Dim(n, kind, low=payload[0], high=payload[1]))
     if not dims:
         raise SwarmlabError(f"{where_base} leaves nothing to search for {model} once invalid combinations are removed")
-    return ResolvedSpace(model=model, source=where_base, dims=dims, fixed=fixed, train_keys=frozenset(train_keys),
-                         model_keys=frozenset(model_keys), model_base=base, dropped=dropped, notes=notes)
+    return ResolvedSpace(
+        model=model,
+        source=where_base,
+        dims=dims,
+        fixed=fixed,
+        train_keys=frozenset(train_keys),
+        model_keys=frozenset(model_keys),
+        model_base=base,
+        dropped=dropped,
+        notes=notes,
+    )

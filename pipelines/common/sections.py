@@ -8,6 +8,7 @@ The engine's section, ``train``, is ``pipelines.common.engine.TrainConfig`` (che
 ``Options`` dataclass (``tasks/base.py``); a model's config is its config dataclass. All of them are checked
 the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -103,13 +104,17 @@ class AugmentConfig:
 
     enabled: bool = True  # false: train copied through unchanged (the with/without ablation)
     seed_offset: int = setting(1, ge=0)  # augmentation seed = seed + seed_offset (prepare's shuffle uses `seed`)
-    shuffle_fraction: float = setting(0.3, ge=0, le=1)  # share of train reviews given a sentence-shuffled copy (authors: 0.3)
+    shuffle_fraction: float = setting(
+        0.3, ge=0, le=1
+    )  # share of train reviews given a sentence-shuffled copy (authors: 0.3)
     keep_pair_p: float = setting(0.7, ge=0, le=1)  # chance a sentence stays glued to the next one (authors: 0.7)
     synonym_fraction: float = setting(0.3, ge=0, le=1)  # share of train reviews given a synonym copy (authors: 0.3)
     word_rate: float = setting(0.1, ge=0, le=1)  # share of a review's words replaced (authors: 0.1)
     synonym_senses: int = setting(3, ge=1)  # synonyms from at most this many WordNet senses (authors: any sense) ...
     sense_share: float = setting(0.5, ge=0, le=1)  # ... each with >= this share of the top sense's SemCor count
-    combo_fraction: float = setting(0.25, ge=0, le=10)  # combo rows = this share of the train split (authors: a quarter)
+    combo_fraction: float = setting(
+        0.25, ge=0, le=10
+    )  # combo rows = this share of the train split (authors: a quarter)
     combo_min: int = setting(2, ge=2)  # reviews joined per combo: combo_min..combo_max (authors: 2-3)
     combo_max: int = setting(3, ge=2)
     workers: int = setting(2, ge=1, le=256)  # processes; the output is identical for any value
@@ -132,8 +137,14 @@ class SampleConfig:
         check(self, "sample")
 
 
-SECTIONS = {"prepare": PrepareConfig, "augment": AugmentConfig, "tokenize": TokenizeConfig, "evaluate": EvaluateConfig,
-            "sweep": SweepConfig, "sample": SampleConfig}
+SECTIONS = {
+    "prepare": PrepareConfig,
+    "augment": AugmentConfig,
+    "tokenize": TokenizeConfig,
+    "evaluate": EvaluateConfig,
+    "sweep": SweepConfig,
+    "sample": SampleConfig,
+}
 
 
 def source_of(params: dict) -> str:
@@ -166,8 +177,9 @@ def task_section(params: dict, key: str) -> TaskSection:
         from tasks import list_tasks
 
         known = ", ".join(sorted(sections)) or "none"
-        raise SwarmlabError(f"no section tasks.{key} in params.yaml (sections: {known}; registered tasks: "
-                            f"{', '.join(list_tasks())})")
+        raise SwarmlabError(
+            f"no section tasks.{key} in params.yaml (sections: {known}; registered tasks: {', '.join(list_tasks())})"
+        )
     try:
         return parse(TaskSection, sections[key], f"tasks.{key}")
     except SwarmlabError as exc:
@@ -191,8 +203,9 @@ def check_environment() -> None:
         try:
             check_value("SWARMLAB_HOLD_BEFORE_SWAP_S", float(hold), float, {"ge": 0, "le": 600})
         except (ValueError, SettingsError):
-            raise SwarmlabError(f"environment variable SWARMLAB_HOLD_BEFORE_SWAP_S={hold!r}: seconds in 0..600 (a test "
-                                f"hook; unset it)") from None
+            raise SwarmlabError(
+                f"environment variable SWARMLAB_HOLD_BEFORE_SWAP_S={hold!r}: seconds in 0..600 (a test hook; unset it)"
+            ) from None
     workdir = os.environ.get("SWARMLAB_WORKDIR")
     if workdir and os.path.exists(workdir) and not os.path.isdir(workdir):
         raise SwarmlabError(f"SWARMLAB_WORKDIR={workdir} is a file, not a folder: point it at a folder (it is created)")

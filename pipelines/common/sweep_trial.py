@@ -6,6 +6,7 @@ and a checkpoint (the engine's ``last.pt``, ``best.pt``, ``history.csv``); a res
 from ``tune.get_checkpoint()``. Its MLflow run is nested under the sweep's parent run and is found
 again by the trial id when the trial is retried, so a retry continues the same run.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,7 +57,12 @@ _DATA_CACHE: dict[tuple, object] = {}  # (task, options, split, seq_len) -> data
 
 def _load(task, split: str, model_cfg):
     """The task's ``split`` for ``model_cfg``, kept for the next trial of this worker when it needs the same."""
-    key = (task.key, json.dumps(dataclasses.asdict(task.options), sort_keys=True), split, getattr(model_cfg, "seq_len", None))
+    key = (
+        task.key,
+        json.dumps(dataclasses.asdict(task.options), sort_keys=True),
+        split,
+        getattr(model_cfg, "seq_len", None),
+    )
     if key not in _DATA_CACHE:
         if len(_DATA_CACHE) >= 4:  # other settings' data: do not hold both
             _DATA_CACHE.clear()
@@ -75,8 +81,11 @@ def best_metrics(best: dict) -> dict:
 
 def find_trial_run(client, experiment_id: str, sweep_id: str, trial_id: str) -> str | None:
     """The MLflow run of trial ``trial_id`` in sweep ``sweep_id``, if one was started."""
-    runs = client.search_runs([experiment_id], filter_string=f"tags.{SWEEP_TAG} = '{sweep_id}' and tags.{TRIAL_TAG} = '{trial_id}'",
-                              max_results=1)
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.{SWEEP_TAG} = '{sweep_id}' and tags.{TRIAL_TAG} = '{trial_id}'",
+        max_results=1,
+    )
     return runs[0].info.run_id if runs else None
 
 
@@ -91,8 +100,14 @@ def _tracker(ctx: TrialContext, trial_id: str):
     exp = client.get_experiment_by_name(ctx.experiment)
     existing = find_trial_run(client, exp.experiment_id, ctx.sweep_id, trial_id) if exp else None
     tags = {**ctx.tags, TRIAL_TAG: trial_id, SWEEP_TAG: ctx.sweep_id, "model": ctx.model, "stage": "sweep-trial"}
-    tracker = MlflowTracker(ctx.experiment, f"{ctx.model}-{trial_id}", run_id=existing, parent_run_id=ctx.parent_run_id,
-                            tags=tags, uri=ctx.tracking_uri)
+    tracker = MlflowTracker(
+        ctx.experiment,
+        f"{ctx.model}-{trial_id}",
+        run_id=existing,
+        parent_run_id=ctx.parent_run_id,
+        tags=tags,
+        uri=ctx.tracking_uri,
+    )
     return tracker, existing is not None
 
 
@@ -126,27 +141,53 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
         checkpoint.to_directory(str(work))
     tracker, continued = _tracker(ctx, trial_id)
     if not continued:
-        tracker.log_params({**values, "model": {"name": ctx.model, **dataclasses.asdict(model.cfg)},
-                            "data": task.describe_data(train_ds, val_ds)})
+        tracker.log_params(
+            {
+                **values,
+                "model": {"name": ctx.model, **dataclasses.asdict(model.cfg)},
+                "data": task.describe_data(train_ds, val_ds),
+            }
+        )
     tracker.set_tags({"node_id": ray.get_runtime_context().get_node_id()})
     reported = []
     extra = {"mlflow_run_id": tracker.run_id or "", "num_params": model.get_num_params()}
 
     def report(state) -> None:
         metrics = {k: v for k, v in state.row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        tune.report({**metrics, **best_metrics(state.best), **extra}, checkpoint=Checkpoint.from_directory(str(state.out_dir)))
+        tune.report(
+            {**metrics, **best_metrics(state.best), **extra}, checkpoint=Checkpoint.from_directory(str(state.out_dir))
+        )
         reported.append(state.evaluation)
 
     try:
-        result = fit(model, task, train_ds, val_ds, cfg, work, resume=checkpoint is not None, tracker=tracker,
-                     callbacks=(report,), desc=f"[{trial_id}] ")
+        result = fit(
+            model,
+            task,
+            train_ds,
+            val_ds,
+            cfg,
+            work,
+            resume=checkpoint is not None,
+            tracker=tracker,
+            callbacks=(report,),
+            desc=f"[{trial_id}] ",
+        )
         if not reported and result.history:  # resumed from a checkpoint taken after its last evaluation
             last = result.history[-1]
             metrics = {k: v for k, v in last.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            tune.report({**metrics, **best_metrics(result.best), **extra}, checkpoint=Checkpoint.from_directory(str(work)))
-        tracker.log_metrics({"best_step": result.best_step, "evaluations": len(result.history), "steps": result.steps,
-                             "train_time_s": result.train_time_s, "backtracks": result.backtracks,
-                             **{f"best_val_{k}": v for k, v in result.best_val.items()}})
+            tune.report(
+                {**metrics, **best_metrics(result.best), **extra}, checkpoint=Checkpoint.from_directory(str(work))
+            )
+        tracker.log_metrics(
+            {
+                "best_step": result.best_step,
+                "evaluations": len(result.history),
+                "steps": result.steps,
+                "train_time_s": result.train_time_s,
+                "backtracks": result.backtracks,
+                **{f"best_val_{k}": v for k, v in result.best_val.items()},
+            }
+        )
         tracker.set_tags({"stopped": result.stopped})
         tracker.finish()
     finally:
@@ -175,11 +216,34 @@ class TrialLog(Callback):
     good is marked FAILED here. Holds only plain values, so Tune can pickle it into the experiment state.
     """
 
-    def __init__(self, *, label: str, space: ResolvedSpace, monitor: str, max_evaluations: int, lines: bool,
-                 tracking_uri: str | None, experiment: str, sweep_id: str, max_failures: int, trial_timeout_s: float = 0.0):
-        self.label, self.space, self.monitor, self.max_evaluations, self.lines = label, space, monitor, max_evaluations, lines
+    def __init__(
+        self,
+        *,
+        label: str,
+        space: ResolvedSpace,
+        monitor: str,
+        max_evaluations: int,
+        lines: bool,
+        tracking_uri: str | None,
+        experiment: str,
+        sweep_id: str,
+        max_failures: int,
+        trial_timeout_s: float = 0.0,
+    ):
+        self.label, self.space, self.monitor, self.max_evaluations, self.lines = (
+            label,
+            space,
+            monitor,
+            max_evaluations,
+            lines,
+        )
         self.trial_timeout_s = trial_timeout_s
-        self.tracking_uri, self.experiment, self.sweep_id, self.max_failures = tracking_uri, experiment, sweep_id, max_failures
+        self.tracking_uri, self.experiment, self.sweep_id, self.max_failures = (
+            tracking_uri,
+            experiment,
+            sweep_id,
+            max_failures,
+        )
 
     def _print(self, trial, text: str) -> None:
         if self.lines:
@@ -191,18 +255,26 @@ class TrialLog(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         obj = objective(self.monitor)
-        self._print(trial, f"eval {result.get('evaluation')}/{self.max_evaluations}  step {result.get('step')}  val_{self.monitor} "
-                           f"{result.get(f'val_{self.monitor}', math.nan):.4f}  best {result.get(obj, math.nan):.4f}  "
-                           f"val_loss {result.get('val_loss', math.nan):.4f}  {result.get('time_this_iter_s', 0):.1f} s")
+        self._print(
+            trial,
+            f"eval {result.get('evaluation')}/{self.max_evaluations}  step {result.get('step')}  val_{self.monitor} "
+            f"{result.get(f'val_{self.monitor}', math.nan):.4f}  best {result.get(obj, math.nan):.4f}  "
+            f"val_loss {result.get('val_loss', math.nan):.4f}  {result.get('time_this_iter_s', 0):.1f} s",
+        )
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        self._print(trial, f"failed ({_error_line(trial)}); retry {trial.num_failures}/{self.max_failures} "
-                           f"from its last checkpoint")
+        self._print(
+            trial,
+            f"failed ({_error_line(trial)}); retry {trial.num_failures}/{self.max_failures} from its last checkpoint",
+        )
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         last = trial.last_result or {}
-        self._print(trial, f"done   best val_{self.monitor} {last.get(objective(self.monitor), math.nan):.4f} "
-                           f"at evaluation {last.get('best_evaluation', '?')} of {last.get('evaluation', '?')}")
+        self._print(
+            trial,
+            f"done   best val_{self.monitor} {last.get(objective(self.monitor), math.nan):.4f} "
+            f"at evaluation {last.get('best_evaluation', '?')} of {last.get('evaluation', '?')}",
+        )
         self._close_run(trial, "FINISHED")
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -218,7 +290,8 @@ class TrialLog(Callback):
         client = MlflowClient(tracking_uri=self.tracking_uri)
         exp = client.get_experiment_by_name(self.experiment)
         run_id = (trial.last_result or {}).get("mlflow_run_id") or (
-            find_trial_run(client, exp.experiment_id, self.sweep_id, trial.trial_id) if exp else None)
+            find_trial_run(client, exp.experiment_id, self.sweep_id, trial.trial_id) if exp else None
+        )
         if not run_id or client.get_run(run_id).info.status != "RUNNING":
             return
         last = trial.last_result or {}

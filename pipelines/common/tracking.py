@@ -3,6 +3,7 @@
 ``MlflowTracker`` talks to MLflow through ``MlflowClient`` with explicit run ids (no global active run),
 so a sweep's trial processes can each hold their own run, nested under a parent by tag.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,11 +32,15 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
     scheme = parsed.scheme.split("+")[0]
     if scheme == "sqlite":
         if not uri.startswith("sqlite:///"):
-            raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db")
-        folder = Path(uri[len("sqlite:///"):]).expanduser().resolve().parent
+            raise SwarmlabError(
+                f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db"
+            )
+        folder = Path(uri[len("sqlite:///") :]).expanduser().resolve().parent
         if folder.exists() and not os.access(folder, os.W_OK):
-            raise SwarmlabError(f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
-                                f"folder, or run with --no-tracking")
+            raise SwarmlabError(
+                f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
+                f"folder, or run with --no-tracking"
+            )
         return uri
     if scheme in ("http", "https"):
         host, port = parsed.hostname, parsed.port or (443 if scheme == "https" else 80)
@@ -44,16 +49,23 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
         try:
             socket.create_connection((host, port), timeout=timeout_s).close()
         except OSError as exc:
-            raise SwarmlabError(f"no MLflow server answers at {uri} within {timeout_s:g} s ({exc.strerror or exc}): start "
-                                f"one (docs/tracking.md), fix MLFLOW_TRACKING_URI, or run with --no-tracking") from None
+            raise SwarmlabError(
+                f"no MLflow server answers at {uri} within {timeout_s:g} s ({exc.strerror or exc}): start "
+                f"one (docs/tracking.md), fix MLFLOW_TRACKING_URI, or run with --no-tracking"
+            ) from None
         return uri
     if scheme in DB_SCHEMES or scheme == "databricks":
         return uri
     if scheme in ("", "file"):
-        raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r} is a file store, which MLflow 3 deprecates: use "
-                            f"sqlite:///<path>/mlruns.db or http://host:port")
-    raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
-                        f"http(s)://host:port or a database URI")
+        raise SwarmlabError(
+            f"MLFLOW_TRACKING_URI={uri!r} is a file store, which MLflow 3 deprecates: use "
+            f"sqlite:///<path>/mlruns.db or http://host:port"
+        )
+    raise SwarmlabError(
+        f"MLFLOW_TRACKING_URI={uri!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
+        f"http(s)://host:port or a database URI"
+    )
+
 
 # The MLflow 3 UI opens an experiment in its GenAI (traces) view unless the experiment says it holds model
 # training runs; with this tag it opens the runs table (#/experiments/<id>/runs).
@@ -75,8 +87,16 @@ class NullTracker:
 class MlflowTracker:
     """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``."""
 
-    def __init__(self, experiment: str, run_name: str | None = None, *, run_id: str | None = None,
-                 parent_run_id: str | None = None, tags: dict | None = None, uri: str | None = None):
+    def __init__(
+        self,
+        experiment: str,
+        run_name: str | None = None,
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        tags: dict | None = None,
+        uri: str | None = None,
+    ):
         import mlflow
         from mlflow.tracking import MlflowClient
 
@@ -101,7 +121,7 @@ class MlflowTracker:
         database, never under the cwd."""
         location = None
         if uri.startswith("sqlite:///"):
-            db = Path(uri[len("sqlite:///"):])
+            db = Path(uri[len("sqlite:///") :])
             location = (db.parent / "mlartifacts" / name).resolve().as_uri()
         try:
             return client.create_experiment(name, artifact_location=location, tags=TRAINING_VIEW_TAGS)
@@ -126,8 +146,11 @@ class MlflowTracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step or 0) for k, v in flatten(metrics).items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))]
+        batch = [
+            Metric(k, float(v), now, step or 0)
+            for k, v in flatten(metrics).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+        ]
         if batch:
             self.client.log_batch(self.run_id, metrics=batch)
 

@@ -5,6 +5,7 @@ paper's row fixes, e.g. ``{head: pma, num_inds: 32}``). ``matches(entry, config)
 its effective model config, is the row's configuration: our runs are compared only with rows they match (no
 closest-row guessing). Used by the ``paper_baselines`` stage and by the report.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,13 @@ def load_baselines(path: Path = BASELINES_FILE) -> tuple[dict, list[dict]]:
         missing = [k for k in REQUIRED if entry.get(k) in (None, "", {})]
         unknown = sorted(set(entry) - set(REQUIRED) - set(OPTIONAL))
         if missing or unknown:
-            raise SwarmlabError(f"{where}: missing {missing} / unknown {unknown} fields; fields are {REQUIRED + OPTIONAL}")
+            raise SwarmlabError(
+                f"{where}: missing {missing} / unknown {unknown} fields; fields are {REQUIRED + OPTIONAL}"
+            )
         if entry["key"] in seen:
-            raise SwarmlabError(f"{where}: key {entry['key']!r} is used twice; keys must be unique (they find the run again)")
+            raise SwarmlabError(
+                f"{where}: key {entry['key']!r} is used twice; keys must be unique (they find the run again)"
+            )
         seen.add(entry["key"])
         if entry["source"] not in sources or not sources[entry["source"]].get("citation"):
             raise SwarmlabError(f"{where}: source {entry['source']!r} has no citation under `sources`")
@@ -53,8 +58,6 @@ def normalise_quote(text: str) -> str:
     text = re.sub(r"<[^>]+>", " ", text)
     text = re.sub(r"\\pm|±|[|$*]", " ", text)
     return " ".join(text.split())
-
-
 
 
 def matches(entry: dict, config: dict | None) -> bool:

@@ -5,6 +5,7 @@ from the metrics files. The format is described at the top of the YAML file and 
 
     python -m swarmlab.report.claims [FILE]    # check a claims file: one `error: ...` line per bad entry, exit 2
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -69,8 +70,9 @@ def _number(value) -> bool:
 
 
 def _model_field(value) -> bool:
-    return (isinstance(value, str) and bool(value)) or (isinstance(value, list) and bool(value)
-                                                        and all(isinstance(v, str) and v for v in value))
+    return (isinstance(value, str) and bool(value)) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+    )
 
 
 def check_entry(entry, profiles: set[str] | None = None) -> str | None:
@@ -82,11 +84,15 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
     if missing or unknown:
         return f"missing {missing} / unknown {unknown} fields; fields are {list(FIELDS + OPTIONAL)}"
     if str(entry["seed"]) not in SEEDS:
-        return f"seed {entry['seed']!r} is not one of {', '.join(SEEDS)} (quote it: \"000\")"
-    if not isinstance(entry["paper"], dict) or not all(_number(v) or isinstance(v, list) for v in entry["paper"].values()):
+        return f'seed {entry["seed"]!r} is not one of {", ".join(SEEDS)} (quote it: "000")'
+    if not isinstance(entry["paper"], dict) or not all(
+        _number(v) or isinstance(v, list) for v in entry["paper"].values()
+    ):
         return "paper must map names to the paper's numbers"
     if profiles is not None and entry["paper_profile"] not in profiles:
-        return f"paper_profile {entry['paper_profile']!r} is not a profile of params.yaml ({', '.join(sorted(profiles))})"
+        return (
+            f"paper_profile {entry['paper_profile']!r} is not a profile of params.yaml ({', '.join(sorted(profiles))})"
+        )
     if entry.get("requires") is not None and entry["requires"] not in REQUIRES:
         return f"requires {entry['requires']!r} is not one of {REQUIRES}"
     d = entry["decided_by"]
@@ -119,8 +125,9 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
             return "decided_by.source table needs a path (relative to reports/)"
         for side in ("numerator", "denominator"):
             sel = d.get(side)
-            if sel is not None and (not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR)
-                                    or not _model_field(sel.get("model"))):
+            if sel is not None and (
+                not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR) or not _model_field(sel.get("model"))
+            ):
                 return f"decided_by.{side} must have exactly {', '.join(SELECTOR)} (model: a name or a list of names)"
     if kind == "delta" and d["low"] > d["high"]:
         return f"decided_by.low {d['low']} is above high {d['high']}"

@@ -12,6 +12,7 @@ Verdicts (docs/reports.md):
 * **not testable here**: with the reason and what would make it testable;
 * **shown for judgement**: a figure claim whose figure exists (judged by eye, never by the code).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,8 +78,16 @@ def _bare(metric: str) -> str:
 class Ledger:
     """Decides every claim against the metrics under ``reports``."""
 
-    def __init__(self, reports: Path, *, profile: str, default_seed: int = 0, stale: dict[str, Staleness] | None = None,
-                 source: str = "", root: Path | None = None):
+    def __init__(
+        self,
+        reports: Path,
+        *,
+        profile: str,
+        default_seed: int = 0,
+        stale: dict[str, Staleness] | None = None,
+        source: str = "",
+        root: Path | None = None,
+    ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
         self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)
@@ -124,8 +133,10 @@ class Ledger:
         reason = self.skipped(task)
         if reason:
             return f"profile `{self.profile}` skips `{task}`: {reason}"
-        return (f"no run of {names} on `{task}` at profile `{self.profile}`: add it to tasks.{task}.models (profile "
-                f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{task}`")
+        return (
+            f"no run of {names} on `{task}` at profile `{self.profile}`: add it to tasks.{task}.models (profile "
+            f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{task}`"
+        )
 
     def _stale_of(self, stage: str) -> str:
         s = self.stale.get(stage)
@@ -157,8 +168,10 @@ class Ledger:
             return stats.across_seeds(values), ""
         r = runs[0]
         if r.items is None:
-            return None, (f"per-item scores were not saved by this run (written before evaluate@ saved them): "
-                          f"`dvc repro evaluate@{r.task}`")
+            return None, (
+                f"per-item scores were not saved by this run (written before evaluate@ saved them): "
+                f"`dvc repro evaluate@{r.task}`"
+            )
         try:
             iv = stats.bootstrap(r.items, name)
         except KeyError:
@@ -173,14 +186,23 @@ class Ledger:
         if not runs:
             return Row(c, UNTESTABLE, self._no_run(d["task"], " or ".join(models_of(d["model"])), c), found=False)
         if c.requires == "cuda" and not str(runs[0].test.get("device", "")).startswith("cuda"):
-            return Row(c, UNTESTABLE, f"needs a GPU: our run measured on `{runs[0].test.get('device', '?')}`",
-                       budget=self._budget(runs))
+            return Row(
+                c,
+                UNTESTABLE,
+                f"needs a GPU: our run measured on `{runs[0].test.get('device', '?')}`",
+                budget=self._budget(runs),
+            )
         iv, why = self._interval(runs, d["metric"])
-        base = dict(seeds=len(runs), budget=self._budget(runs), provenance=str(runs[0].provenance),
-                    stale=self._stale_of(stage_of("evaluate", d["task"])))
+        base = dict(
+            seeds=len(runs),
+            budget=self._budget(runs),
+            provenance=str(runs[0].provenance),
+            stale=self._stale_of(stage_of("evaluate", d["task"])),
+        )
         if iv is None:
-            return Row(c, UNTESTABLE, f"`{model}` recorded {fmt(runs[0].value(d['metric']))} but no interval: {why}",
-                       **base)
+            return Row(
+                c, UNTESTABLE, f"`{model}` recorded {fmt(runs[0].value(d['metric']))} but no interval: {why}", **base
+            )
         at_paper = self._at_paper_budget(c, [(models_of(d["model"]), model)])
         op, v = d["op"], d["value"]
         if op == "==":
@@ -196,12 +218,25 @@ class Ledger:
             verdict, why = SUPPORTED, f"the interval's worse end meets {op} {fmt(v)}"
         elif excluded:
             verdict = self._excluded(at_paper)
-            why = f"the interval excludes {op} {fmt(v)}" + ("" if at_paper else f" (`{model}` at profile `{self.profile}`, "
-                                                                                 f"below the paper's budget: `{c.paper_profile}`)")
+            why = f"the interval excludes {op} {fmt(v)}" + (
+                ""
+                if at_paper
+                else f" (`{model}` at profile `{self.profile}`, below the paper's budget: `{c.paper_profile}`)"
+            )
         else:
             verdict, why = INCONCLUSIVE, f"the interval contains {fmt(v)}"
-        return Row(c, verdict, why, ours=ours, value=iv.value, lo=iv.lo, hi=iv.hi, test=iv.test,
-                   compared=[(f"{model}", iv.value, iv.lo, iv.hi), ("paper", v, v, v)], **base)
+        return Row(
+            c,
+            verdict,
+            why,
+            ours=ours,
+            value=iv.value,
+            lo=iv.lo,
+            hi=iv.hi,
+            test=iv.test,
+            compared=[(f"{model}", iv.value, iv.lo, iv.hi), ("paper", v, v, v)],
+            **base,
+        )
 
     def _pairwise(self, c: Claim) -> Row:
         d = c.decided_by
@@ -218,9 +253,12 @@ class Ledger:
             return Row(c, UNTESTABLE, self._no_run(d["task"], ", ".join(missing), c), found=False)
         metric = d["metric"]
         seeds = sorted({r.seed for r in ra} & {r.seed for r in rb})
-        base = dict(seeds=len(seeds), budget=f"{d['protocol']}; " + self._budget(ra),
-                    provenance=f"{a}: {ra[0].provenance}; {b}: {rb[0].provenance}",
-                    stale=self._stale_of(stage_of("evaluate", d["task"])))
+        base = dict(
+            seeds=len(seeds),
+            budget=f"{d['protocol']}; " + self._budget(ra),
+            provenance=f"{a}: {ra[0].provenance}; {b}: {rb[0].provenance}",
+            stale=self._stale_of(stage_of("evaluate", d["task"])),
+        )
         if not seeds:
             return Row(c, UNTESTABLE, f"`{a}` and `{b}` share no seed", **base)
         ra = [r for r in ra if r.seed in seeds]
@@ -242,22 +280,40 @@ class Ledger:
             met, opposite = (lo > -margin and hi < margin), (lo > margin or hi < -margin)
         va, vb = (self._mean(ra, metric), self._mean(rb, metric))
         ours = f"{a} {fmt(va)} vs {b} {fmt(vb)}: Δ {fmt(diff.diff)} " + (
-            "(exact)" if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]")
+            "(exact)" if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]"
+        )
         shown_p = "exact" if diff.test.startswith("exact") else f"p = {diff.p:.3g}"
-        wanted = {"a_higher": f"{a} > {b}", "a_lower": f"{a} < {b}", "a_not_worse": f"{a} ≥ {b} − {margin}",
-                  "equal": f"|{a} − {b}| < {margin}"}[direction]
+        wanted = {
+            "a_higher": f"{a} > {b}",
+            "a_lower": f"{a} < {b}",
+            "a_not_worse": f"{a} ≥ {b} − {margin}",
+            "equal": f"|{a} − {b}| < {margin}",
+        }[direction]
         if met:
             verdict, why = SUPPORTED, f"the difference shows {wanted} ({shown_p})"
         elif opposite:
             verdict = self._excluded(at_paper)
-            why = (f"the difference excludes {wanted} ({shown_p})" +
-                   ("" if at_paper else f"; profile `{self.profile}` is below the paper's budget (`{c.paper_profile}`)"))
+            why = f"the difference excludes {wanted} ({shown_p})" + (
+                "" if at_paper else f"; profile `{self.profile}` is below the paper's budget (`{c.paper_profile}`)"
+            )
         else:
             verdict = INCONCLUSIVE
-            why = (f"no significant difference: the interval [{fmt(lo)}, {fmt(hi)}] contains "
-                   f"{'0' if direction in ('a_higher', 'a_lower') else 'the margin'}; neither is called better")
-        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=lo, hi=hi, test=diff.test,
-                   compared=[(f"{a} − {b}", diff.diff, lo, hi)], **base)
+            why = (
+                f"no significant difference: the interval [{fmt(lo)}, {fmt(hi)}] contains "
+                f"{'0' if direction in ('a_higher', 'a_lower') else 'the margin'}; neither is called better"
+            )
+        return Row(
+            c,
+            verdict,
+            why,
+            ours=ours,
+            value=diff.diff,
+            lo=lo,
+            hi=hi,
+            test=diff.test,
+            compared=[(f"{a} − {b}", diff.diff, lo, hi)],
+            **base,
+        )
 
     @staticmethod
     def _mean(runs: list[RunResult], metric: str):
@@ -292,8 +348,10 @@ class Ledger:
         if not metric.startswith("test_"):
             return None, f"{metric} is one measurement per run: a test needs 2 or more seeds (tasks.{a.task}.seeds)"
         if a.items is None or b.items is None:
-            return None, (f"per-item scores were not saved by these runs (written before evaluate@ saved them): "
-                          f"`dvc repro evaluate@{a.task}`")
+            return None, (
+                f"per-item scores were not saved by these runs (written before evaluate@ saved them): "
+                f"`dvc repro evaluate@{a.task}`"
+            )
         name = _bare(metric)
         try:
             if a.reconstructed or b.reconstructed:
@@ -310,20 +368,43 @@ class Ledger:
         den, why2 = self._measure(d, d["denominator"]) if d.get("denominator") else (1.0, "")
         stage = "memory_scaling" if d["source"] == "memory_scaling" else ""
         if num is None or den is None:
-            return Row(c, UNTESTABLE, why or why2, stale=self._stale_of(stage) if stage else "",
-                       found=not (why or why2).startswith("no "))
+            return Row(
+                c,
+                UNTESTABLE,
+                why or why2,
+                stale=self._stale_of(stage) if stage else "",
+                found=not (why or why2).startswith("no "),
+            )
         value, op, target = num / den, d["op"], d["value"]
-        met = {">=": value >= target, ">": value > target, "<=": value <= target, "<": value < target,
-               "==": value == target}[op]
-        label = (f"{models_of(d['numerator']['model'])[0]} / {models_of(d['denominator']['model'])[0]}"
-                 if d.get("denominator") else models_of(d["numerator"]["model"])[0])
+        met = {
+            ">=": value >= target,
+            ">": value > target,
+            "<=": value <= target,
+            "<": value < target,
+            "==": value == target,
+        }[op]
+        label = (
+            f"{models_of(d['numerator']['model'])[0]} / {models_of(d['denominator']['model'])[0]}"
+            if d.get("denominator")
+            else models_of(d["numerator"]["model"])[0]
+        )
         where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
         verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
-        why = (f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
-               f"{'true' if met else 'false'} ({where})")
-        return Row(c, verdict, why, ours=f"{fmt(value)} (one measurement)", value=value, test="one benchmark measurement",
-                   budget=f"{d['numerator']['tokens']:,} tokens", stale=self._stale_of(stage) if stage else "",
-                   compared=[(label, value, value, value), ("paper", target, target, target)])
+        why = (
+            f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
+            f"{'true' if met else 'false'} ({where})"
+        )
+        return Row(
+            c,
+            verdict,
+            why,
+            ours=f"{fmt(value)} (one measurement)",
+            value=value,
+            test="one benchmark measurement",
+            budget=f"{d['numerator']['tokens']:,} tokens",
+            stale=self._stale_of(stage) if stage else "",
+            compared=[(label, value, value, value), ("paper", target, target, target)],
+        )
 
     def _measure(self, d: dict, sel: dict):
         if d["source"] == "memory_scaling":
@@ -336,13 +417,20 @@ class Ledger:
                 for p in data.get("points") or []:
                     if p.get("model") == name and p.get("tokens") == sel["tokens"]:
                         if p.get("status") != "ok":
-                            predicted = (f"; its own prediction is {p['predicted_bytes'] / 1e9:,.1f} GB, not a measurement"
-                                         if isinstance(p.get("predicted_bytes"), (int, float))
-                                         and "predicted" not in str(p.get("message")) else "")
-                            return None, (f"`{name}` at {sel['tokens']:,} tokens was not measured: "
-                                          f"{p.get('message') or p.get('status')}{predicted} (needs a machine with that "
-                                          f"memory)")
-                        field = {"memory_gb": p.get("increment_bytes", 0) / 1e9, "time_s": p.get("time_s")}.get(sel["field"])
+                            predicted = (
+                                f"; its own prediction is {p['predicted_bytes'] / 1e9:,.1f} GB, not a measurement"
+                                if isinstance(p.get("predicted_bytes"), (int, float))
+                                and "predicted" not in str(p.get("message"))
+                                else ""
+                            )
+                            return None, (
+                                f"`{name}` at {sel['tokens']:,} tokens was not measured: "
+                                f"{p.get('message') or p.get('status')}{predicted} (needs a machine with that "
+                                f"memory)"
+                            )
+                        field = {"memory_gb": p.get("increment_bytes", 0) / 1e9, "time_s": p.get("time_s")}.get(
+                            sel["field"]
+                        )
                         return field, ""
             return None, f"`{names[0]}` at {sel['tokens']:,} tokens is not in the benchmark's grid"
         path = self.reports / d["path"]
@@ -367,10 +455,16 @@ class Ledger:
         ablate command copied to ``reports/ablations/<grid>/items/<point>/``."""
         point = next((p for p in res.get("points") or [] if p.get("label") == label), None)
         if point is None or point.get("status") != "ok":
-            return None, (f"point `{label}` of grid `{grid}` has no result: "
-                          f"`python -m pipelines.ablate --grid {grid} --resume`")
-        runs = runs_from(res.get("task") or "", point.get("evaluate") or {}, point.get("train") or {},
-                         self.reports / "ablations" / grid / ITEMS / point.get("point", ""), self.default_seed)
+            return None, (
+                f"point `{label}` of grid `{grid}` has no result: `python -m pipelines.ablate --grid {grid} --resume`"
+            )
+        runs = runs_from(
+            res.get("task") or "",
+            point.get("evaluate") or {},
+            point.get("train") or {},
+            self.reports / "ablations" / grid / ITEMS / point.get("point", ""),
+            self.default_seed,
+        )
         if model:
             runs = [r for r in runs if r.model == model] or runs
         return (runs or None), ("" if runs else f"point `{label}` of grid `{grid}` holds no metrics")
@@ -398,8 +492,13 @@ class Ledger:
             return Row(c, UNTESTABLE, why, found=False)
         diff, why = self._difference(ra, rb, d["metric"])
         if diff is None:
-            return Row(c, UNTESTABLE, f"recorded with {fmt(self._mean(ra, d['metric']))} vs without "
-                                      f"{fmt(self._mean(rb, d['metric']))}, but no test: {why}", seeds=len(ra))
+            return Row(
+                c,
+                UNTESTABLE,
+                f"recorded with {fmt(self._mean(ra, d['metric']))} vs without "
+                f"{fmt(self._mean(rb, d['metric']))}, but no test: {why}",
+                seeds=len(ra),
+            )
         low, high = d["low"], d["high"]
         at_paper = self.profile == c.paper_profile
         ours = f"Δ {fmt(diff.diff)} [{fmt(diff.lo)}, {fmt(diff.hi)}]"
@@ -408,18 +507,34 @@ class Ledger:
         elif diff.hi < low or diff.lo > high:
             verdict = self._excluded(at_paper)
             why = f"the gain's interval lies outside [{low}, {high}]" + (
-                "" if at_paper else f" (profile `{self.profile}`, below the paper's budget)")
+                "" if at_paper else f" (profile `{self.profile}`, below the paper's budget)"
+            )
         else:
             verdict, why = INCONCLUSIVE, f"the gain's interval overlaps [{low}, {high}] without lying within it"
-        return Row(c, verdict, why, ours=ours, value=diff.diff, lo=diff.lo, hi=diff.hi, test=diff.test, seeds=len(ra),
-                   budget=f"{d['protocol']}; " + self._budget(ra), compared=[("with − without", diff.diff, diff.lo, diff.hi)])
+        return Row(
+            c,
+            verdict,
+            why,
+            ours=ours,
+            value=diff.diff,
+            lo=diff.lo,
+            hi=diff.hi,
+            test=diff.test,
+            seeds=len(ra),
+            budget=f"{d['protocol']}; " + self._budget(ra),
+            compared=[("with − without", diff.diff, diff.lo, diff.hi)],
+        )
 
     def _best_of(self, c: Claim) -> Row:
         d = c.decided_by
         res = self._ablation(d["grid"])
         if not res:
-            return Row(c, UNTESTABLE, f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} "
-                                      f"--profile claims`", found=False)
+            return Row(
+                c,
+                UNTESTABLE,
+                f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} --profile claims`",
+                found=False,
+            )
         metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
         scored = {}
         for p in res.get("points") or []:
@@ -435,8 +550,12 @@ class Ledger:
         ra, rb, why = self._grid_pair(d["grid"], best_claimed, best_other)
         diff, why = self._difference(ra, rb, metric) if ra else (None, why)
         if diff is None:
-            return Row(c, UNTESTABLE, f"recorded {best_claimed} {fmt(self._mean(scored[best_claimed], metric))} vs "
-                                      f"{best_other} {fmt(self._mean(scored[best_other], metric))}, but no test: {why}")
+            return Row(
+                c,
+                UNTESTABLE,
+                f"recorded {best_claimed} {fmt(self._mean(scored[best_claimed], metric))} vs "
+                f"{best_other} {fmt(self._mean(scored[best_other], metric))}, but no test: {why}",
+            )
         lo, hi = sorted((sign * diff.lo, sign * diff.hi))
         if lo > 0:
             verdict, why = SUPPORTED, f"{best_claimed} is significantly better than the best other point, {best_other}"
@@ -444,20 +563,37 @@ class Ledger:
             verdict = self._excluded(self.profile == c.paper_profile)
             why = f"{best_other} is significantly better than every point the paper names"
         else:
-            verdict, why = INCONCLUSIVE, (f"{best_claimed} and {best_other} (the best point outside the claim) do not "
-                                          f"differ significantly")
-        return Row(c, verdict, why, ours=f"{best_claimed} vs {best_other}: Δ {fmt(sign * diff.diff)} [{fmt(lo)}, {fmt(hi)}]",
-                   value=sign * diff.diff, lo=lo, hi=hi, test=diff.test, seeds=len(ra),
-                   compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)])
+            verdict, why = (
+                INCONCLUSIVE,
+                (f"{best_claimed} and {best_other} (the best point outside the claim) do not differ significantly"),
+            )
+        return Row(
+            c,
+            verdict,
+            why,
+            ours=f"{best_claimed} vs {best_other}: Δ {fmt(sign * diff.diff)} [{fmt(lo)}, {fmt(hi)}]",
+            value=sign * diff.diff,
+            lo=lo,
+            hi=hi,
+            test=diff.test,
+            seeds=len(ra),
+            compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)],
+        )
 
     def _figure(self, c: Claim) -> Row:
         d = c.decided_by
         found = sorted(self.reports.glob(d["glob"]))
         if not found:
-            return Row(c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`", found=False)
-        return Row(c, SHOWN, "a judgement by eye: the grid is shown below the ledger",
-                   figures=[p.relative_to(self.root).as_posix() for p in found],
-                   stale=self._stale_of(stage_of("sample", d["task"])))
+            return Row(
+                c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`", found=False
+            )
+        return Row(
+            c,
+            SHOWN,
+            "a judgement by eye: the grid is shown below the ledger",
+            figures=[p.relative_to(self.root).as_posix() for p in found],
+            stale=self._stale_of(stage_of("sample", d["task"])),
+        )
 
     def _untestable(self, c: Claim) -> Row:
         d = c.decided_by

@@ -12,6 +12,7 @@ number is stale (its stage's dependencies changed since ``dvc.lock`` was written
   stale one. No DVC cache and no DVC import: fast, and the same in CI. A dependency that is absent here (a DVC-cached
   data folder in a fresh clone) is not evidence of change: it is skipped, and its producer's staleness decides.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,10 +37,17 @@ def code_commit(root: Path) -> str:
     if os.environ.get("SWARMLAB_GIT_COMMIT"):
         return os.environ["SWARMLAB_GIT_COMMIT"]
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
         excludes = [f":(exclude){p}" for p in NOT_CODE]
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -4,6 +4,7 @@ comparison with its interval, the figures that claims point at, and the count of
 Nothing here is a conclusion typed by hand: every sentence is assembled from a ledger row (its verdict, numbers and
 reasons). ``TRACKS`` only names the tracks.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,39 @@ from pathlib import Path
 from typing import Callable
 
 from swarmlab.document import Bullets, Heading, Image, Para, Table
-from swarmlab.report.ledger import (BELOW_BUDGET, CONTRADICTED, INCONCLUSIVE, SHOWN, SUPPORTED, UNTESTABLE, VERDICTS,
-                                    Row, fmt)
+from swarmlab.report.ledger import (
+    BELOW_BUDGET,
+    CONTRADICTED,
+    INCONCLUSIVE,
+    SHOWN,
+    SUPPORTED,
+    UNTESTABLE,
+    VERDICTS,
+    Row,
+    fmt,
+)
 from swarmlab.report.testsplit import READS, rereads
 from swarmlab.report_figures import COLORS, save
 from swarmlab.plots import pyplot
 
-TRACKS = {"000": "Seed 000, SwarmFormer (IMDB, memory)", "001": "Seed 001, enhanced SwarmFormer",
-          "002": "Seed 002, HSW vs Longformer (long documents)", "003": "Seed 003, SWARM mappings (sets, images)"}
-HEADER = ["claim", "paper's words", "paper", "ours (95% interval)", "n seeds", "budget", "profile", "verdict", "why · test",
-          "stale?"]
+TRACKS = {
+    "000": "Seed 000, SwarmFormer (IMDB, memory)",
+    "001": "Seed 001, enhanced SwarmFormer",
+    "002": "Seed 002, HSW vs Longformer (long documents)",
+    "003": "Seed 003, SWARM mappings (sets, images)",
+}
+HEADER = [
+    "claim",
+    "paper's words",
+    "paper",
+    "ours (95% interval)",
+    "n seeds",
+    "budget",
+    "profile",
+    "verdict",
+    "why · test",
+    "stale?",
+]
 
 
 def paper_cell(row: Row) -> str:
@@ -31,8 +55,12 @@ def paper_cell(row: Row) -> str:
     if d.get("kind") == "delta":
         return f"+{d['low']}…{d['high']}"
     if d.get("kind") == "pairwise":
-        return {"a_higher": "A > B", "a_lower": "A < B", "equal": f"A ≈ B (±{d.get('margin')})",
-                "a_not_worse": f"A ≥ B − {d.get('margin')}"}[d["direction"]]
+        return {
+            "a_higher": "A > B",
+            "a_lower": "A < B",
+            "equal": f"A ≈ B (±{d.get('margin')})",
+            "a_not_worse": f"A ≥ B − {d.get('margin')}",
+        }[d["direction"]]
     return ", ".join(f"{k} {v}" for k, v in row.claim.paper.items()) or "—"
 
 
@@ -42,10 +70,20 @@ def ledger_table(rows: list[Row]) -> Table:
         c = r.claim
         words = c.words if len(c.words) <= 90 else c.words[:87] + "…"
         why = r.why + (f" · {r.test}" if r.test else "")
-        body.append([f"`{c.id}` ({c.seed} {c.section})", f"“{words}”", paper_cell(r), r.ours,
-                     str(r.seeds) if r.seeds else "—", r.budget or "—",
-                     f"`{r.profile}`" + (f" from {r.source}" if r.source else ""), f"**{r.verdict}**", why,
-                     ("**stale**: " + r.stale) if r.stale else ("not in dvc.lock" if r.source else "current")])
+        body.append(
+            [
+                f"`{c.id}` ({c.seed} {c.section})",
+                f"“{words}”",
+                paper_cell(r),
+                r.ours,
+                str(r.seeds) if r.seeds else "—",
+                r.budget or "—",
+                f"`{r.profile}`" + (f" from {r.source}" if r.source else ""),
+                f"**{r.verdict}**",
+                why,
+                ("**stale**: " + r.stale) if r.stale else ("not in dvc.lock" if r.source else "current"),
+            ]
+        )
     return Table(HEADER, body, "llllrlllll")
 
 
@@ -53,15 +91,20 @@ def track_paragraph(seed: str, rows: list[Row]) -> Para:
     """What a reader should take from one track, assembled from its rows."""
     mine = [r for r in rows if r.claim.seed == seed]
     counts = {v: [r for r in mine if r.verdict == v] for v in VERDICTS}
-    parts = [f"**{TRACKS.get(seed, seed)}.** {len(mine)} claims: " +
-             ", ".join(f"{len(v)} {k}" for k, v in counts.items() if v) + "."]
+    parts = [
+        f"**{TRACKS.get(seed, seed)}.** {len(mine)} claims: "
+        + ", ".join(f"{len(v)} {k}" for k, v in counts.items() if v)
+        + "."
+    ]
     for verdict in (SUPPORTED, CONTRADICTED, BELOW_BUDGET, INCONCLUSIVE):
         for r in counts[verdict]:
             parts.append(f"`{r.claim.id}` is {verdict}: ours {r.ours} — {r.why}.")
     stale = [r for r in mine if r.stale and r.verdict not in (UNTESTABLE,)]
     if stale:
-        parts.append(f"{len(stale)} of these numbers are stale (their stage's code changed since dvc.lock): read them as "
-                     "the old code's.")
+        parts.append(
+            f"{len(stale)} of these numbers are stale (their stage's code changed since dvc.lock): read them as "
+            "the old code's."
+        )
     if counts[UNTESTABLE]:
         parts.append("Not testable here: " + "; ".join(f"`{r.claim.id}` ({r.why})" for r in counts[UNTESTABLE]) + ".")
     if counts[SHOWN]:
@@ -96,11 +139,18 @@ def reread_lines(reports: Path) -> list[str]:
             lines.append(f"`{path.relative_to(reports)}` could not be read")
             continue
         for model, extra in sorted(rereads(reads).items()):
-            settings = sorted({json.dumps({k: v for k, v in (r.get("train_settings") or {}).items() if k in ("lr",)})
-                               for r in reads if r["model"] == model})
-            lines.append(f"`{path.parent.relative_to(reports)}`: `{model}` read its test split {extra + 1} times under "
-                         f"one model config (training settings {', '.join(settings)}); the numbers of the later reads are "
-                         f"selected with knowledge of the earlier ones")
+            settings = sorted(
+                {
+                    json.dumps({k: v for k, v in (r.get("train_settings") or {}).items() if k in ("lr",)})
+                    for r in reads
+                    if r["model"] == model
+                }
+            )
+            lines.append(
+                f"`{path.parent.relative_to(reports)}`: `{model}` read its test split {extra + 1} times under "
+                f"one model config (training settings {', '.join(settings)}); the numbers of the later reads are "
+                f"selected with knowledge of the earlier ones"
+            )
     return lines
 
 
@@ -112,11 +162,19 @@ def stale_blocks(stale: dict) -> list:
     tests/swarmlab/report/test_staleness.py checks that the committed report lists exactly these."""
     if not stale:
         return [Heading(3, STALE_HEADING), Para("None: every stage's dependencies match dvc.lock.")]
-    return [Heading(3, STALE_HEADING),
-            Para(f"{len(stale)} stages changed since dvc.lock was written; their numbers are the old code's until rerun "
-                 "(`dvc repro`):"),
-            Bullets([f"`{name}`: {s.changed and ', '.join(s.changed) or 'upstream: ' + ', '.join(s.upstream)}"
-                     for name, s in sorted(stale.items())])]
+    return [
+        Heading(3, STALE_HEADING),
+        Para(
+            f"{len(stale)} stages changed since dvc.lock was written; their numbers are the old code's until rerun "
+            "(`dvc repro`):"
+        ),
+        Bullets(
+            [
+                f"`{name}`: {s.changed and ', '.join(s.changed) or 'upstream: ' + ', '.join(s.upstream)}"
+                for name, s in sorted(stale.items())
+            ]
+        ),
+    ]
 
 
 def stale_listed(markdown: str) -> set[str]:
@@ -128,16 +186,25 @@ def stale_listed(markdown: str) -> set[str]:
     return set(re.findall(r"^- `([^`]+)`:", section, flags=re.M))
 
 
-def ledger_blocks(rows: list[Row], reports: Path, figure: Callable[[str, Callable[[Path], Path]], Image | None],
-                  embed: Callable[[Path, str], Image]) -> list:
+def ledger_blocks(
+    rows: list[Row],
+    reports: Path,
+    figure: Callable[[str, Callable[[Path], Path]], Image | None],
+    embed: Callable[[Path, str], Image],
+) -> list:
     """The report's opening: heading, ledger table, one paragraph per track, charts, figures, test-split reads."""
-    blocks: list = [Heading(2, "Claims ledger"),
-                    Para("Every claim of the four seeds (`swarmlab/report/claims.yaml`), decided from our metrics files by "
-                         "`swarmlab.report.ledger` (rules: docs/reports.md). *ours*: the mean and its 95% interval — a "
-                         "percentile bootstrap over the test items for one run, a t-interval across seeds for several; a "
-                         "pair: the difference A − B with a paired test. A pair whose interval contains 0 is never called "
-                         "different. *stale*: the number's stage changed since dvc.lock was written."),
-                    ledger_table(rows), Heading(3, "What each track shows")]
+    blocks: list = [
+        Heading(2, "Claims ledger"),
+        Para(
+            "Every claim of the four seeds (`swarmlab/report/claims.yaml`), decided from our metrics files by "
+            "`swarmlab.report.ledger` (rules: docs/reports.md). *ours*: the mean and its 95% interval — a "
+            "percentile bootstrap over the test items for one run, a t-interval across seeds for several; a "
+            "pair: the difference A − B with a paired test. A pair whose interval contains 0 is never called "
+            "different. *stale*: the number's stage changed since dvc.lock was written."
+        ),
+        ledger_table(rows),
+        Heading(3, "What each track shows"),
+    ]
     blocks += [track_paragraph(seed, rows) for seed in TRACKS if any(r.claim.seed == seed for r in rows)]
     charts = [r for r in rows if r.compared and r.lo is not None and r.hi is not None and r.lo != r.hi]
     blocks.append(Heading(3, "Ledger comparisons with their intervals"))
@@ -157,6 +224,8 @@ def ledger_blocks(rows: list[Row], reports: Path, figure: Callable[[str, Callabl
             for f in r.figures:
                 blocks.append(embed(Path(reports) / f, f"`{r.claim.id}`: “{r.claim.words}” — `{f}`"))
     lines = reread_lines(reports)
-    blocks += [Heading(3, "Test-split reads"),
-               Bullets(lines) if lines else Para("Every test split was read once per model config and training settings.")]
+    blocks += [
+        Heading(3, "Test-split reads"),
+        Bullets(lines) if lines else Para("Every test split was read once per model config and training settings."),
+    ]
     return blocks

@@ -7,6 +7,7 @@ before seeds existed are keyed by model name with neither: such an entry is read
 before items existed) gets, for accuracies only, its items rebuilt from the accuracy and the number of test rows
 (``reconstructed``): exact for a single run's interval, but not pairable with another run's.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,8 +83,19 @@ def runs_from(task: str, evaluate: dict, train: dict, items_dir: Path, default_s
         if items is None:
             items = _rebuilt(parts["test"])
             reconstructed = items is not None
-        out.append(RunResult(task, run, model, seed, parts["test"], parts["train"], items, reconstructed,
-                             provenance(parts["test"] or parts["train"], None)))
+        out.append(
+            RunResult(
+                task,
+                run,
+                model,
+                seed,
+                parts["test"],
+                parts["train"],
+                items,
+                reconstructed,
+                provenance(parts["test"] or parts["train"], None),
+            )
+        )
     return out
 
 

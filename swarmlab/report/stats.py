@@ -12,6 +12,7 @@ Resampling is deterministic: the generator is seeded (``SEED``), so the same sco
 that are not a mean over items (precision, recall, F1 of the positive class) are recomputed on each resample from
 the items' predictions and labels (``statistic``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,8 +93,9 @@ def _indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, n)
 
 
-def bootstrap(items: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES, level: float = LEVEL,
-              seed: int = SEED) -> Interval:
+def bootstrap(
+    items: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED
+) -> Interval:
     """Percentile bootstrap over the test items of one run."""
     columns, fn = statistic(items, metric)
     cols = [np.asarray(items[c]) for c in columns]
@@ -121,8 +123,15 @@ def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
     return Interval(mean, mean - half, mean + half, n, f"t-interval across {n} seeds")
 
 
-def paired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES,
-                     level: float = LEVEL, seed: int = SEED) -> Difference:
+def paired_bootstrap(
+    a: dict[str, np.ndarray],
+    b: dict[str, np.ndarray],
+    metric: str,
+    *,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> Difference:
     """``metric(a) - metric(b)`` on the same test items, resampled together; p = twice the smaller tail of the
     resampled differences beyond 0 (at least 1 / resamples)."""
     columns, fn = statistic(a, metric)
@@ -139,8 +148,14 @@ def paired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric:
         draws = np.array([fn([c[i] for c in ca]) - fn([c[i] for c in cb]) for i in idx])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
-    return Difference(float(diff), float(lo), float(hi), float(p), n,
-                      f"paired bootstrap over {n} shared test items ({resamples} resamples)")
+    return Difference(
+        float(diff),
+        float(lo),
+        float(hi),
+        float(p),
+        n,
+        f"paired bootstrap over {n} shared test items ({resamples} resamples)",
+    )
 
 
 def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Difference:
@@ -157,8 +172,15 @@ def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Dif
     return Difference(mean, mean - half, mean + half, p, n, f"paired t-test across {n} matched seeds")
 
 
-def unpaired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES,
-                       level: float = LEVEL, seed: int = SEED) -> Difference:
+def unpaired_bootstrap(
+    a: dict[str, np.ndarray],
+    b: dict[str, np.ndarray],
+    metric: str,
+    *,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> Difference:
     """``metric(a) - metric(b)`` with the two runs' items resampled independently: for runs whose items cannot be
     paired (rebuilt from counts). Wider than the paired test: it cannot cancel per-item difficulty."""
     columns, fn = statistic(a, metric)
@@ -172,5 +194,11 @@ def unpaired_bootstrap(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metri
         draws = np.array([fn([c[i] for c in ca]) - fn([c[j] for c in cb]) for i, j in zip(ia, ib)])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
-    return Difference(float(fn(ca) - fn(cb)), float(lo), float(hi), float(p), min(na, nb),
-                      f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)")
+    return Difference(
+        float(fn(ca) - fn(cb)),
+        float(lo),
+        float(hi),
+        float(p),
+        min(na, nb),
+        f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)",
+    )

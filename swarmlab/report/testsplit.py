@@ -11,6 +11,7 @@ with *different* training settings (another learning rate, budget...) is a secon
 between variants: refused, unless the caller names it (``--retest``); the read is then recorded as a re-read and the
 report counts it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,13 +57,38 @@ def read_items(path: Path) -> dict[str, np.ndarray] | None:
 # ------------------------------------------------------------------------------------------- test reads
 
 
-def read_entry(*, task: str, registered: str, options: dict, model: str, overrides: dict, seed: int, train: dict,
-               run: str, profile: str, commit: str) -> dict:
+def read_entry(
+    *,
+    task: str,
+    registered: str,
+    options: dict,
+    model: str,
+    overrides: dict,
+    seed: int,
+    train: dict,
+    run: str,
+    profile: str,
+    commit: str,
+) -> dict:
     """One read of a test split: who read it, under which identity and training settings."""
-    identity = {"task": task, "registered": registered, "options": options, "model": model, "overrides": overrides,
-                "seed": seed}
-    return {"run": run, "model": model, "seed": seed, "identity": digest(identity), "train": digest(train),
-            "train_settings": train, "profile": profile, "git_commit": commit}
+    identity = {
+        "task": task,
+        "registered": registered,
+        "options": options,
+        "model": model,
+        "overrides": overrides,
+        "seed": seed,
+    }
+    return {
+        "run": run,
+        "model": model,
+        "seed": seed,
+        "identity": digest(identity),
+        "train": digest(train),
+        "train_settings": train,
+        "profile": profile,
+        "git_commit": commit,
+    }
 
 
 def load_reads(folder: Path) -> list[dict]:
@@ -86,10 +112,12 @@ def check_reads(folder: Path, entries: list[dict], *, retest: bool = False) -> l
             continue  # the same read again: a reproduction
         if earlier and not retest:
             before = ", ".join(sorted({r["run"] + " (" + r.get("profile", "?") + ")" for r in earlier}))
-            raise SwarmlabError(f"{e['run']}: its test split was already read under the same task, data and model config "
-                                f"with other training settings ({before}, {Path(folder) / READS}); choosing between "
-                                f"variants on the test split is refused: pick on validation, or pass --retest to read "
-                                f"it again (the report counts it)")
+            raise SwarmlabError(
+                f"{e['run']}: its test split was already read under the same task, data and model config "
+                f"with other training settings ({before}, {Path(folder) / READS}); choosing between "
+                f"variants on the test split is refused: pick on validation, or pass --retest to read "
+                f"it again (the report counts it)"
+            )
         out.append({**e, "retest": bool(earlier)})
     return out
 

@@ -2,13 +2,21 @@
 
 NLTK is imported lazily (``load_resources``); importing this package is cheap.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from tasks.augmentation.lexicon import Lexicon, build_opinion_lexicon, is_skipped
-from tasks.augmentation.strategies import (CONNECTIVES, combine_reviews, replace_synonyms, sentiment_events,
-                                           sentiment_flipped, shuffle_sentences, split_sentences)
+from tasks.augmentation.strategies import (
+    CONNECTIVES,
+    combine_reviews,
+    replace_synonyms,
+    sentiment_events,
+    sentiment_flipped,
+    shuffle_sentences,
+    split_sentences,
+)
 
 
 def load_resources(nltk_dir: Path, *, senses: int = 3, sense_share: float = 0.5) -> tuple[Lexicon, object]:
@@ -19,5 +27,16 @@ def load_resources(nltk_dir: Path, *, senses: int = 3, sense_share: float = 0.5)
     return Lexicon(wn, sense_counts(wn), senses=senses, sense_share=sense_share), punkt
 
 
-__all__ = ["CONNECTIVES", "Lexicon", "build_opinion_lexicon", "combine_reviews", "is_skipped", "load_resources",
-           "replace_synonyms", "sentiment_events", "sentiment_flipped", "shuffle_sentences", "split_sentences"]
+__all__ = [
+    "CONNECTIVES",
+    "Lexicon",
+    "build_opinion_lexicon",
+    "combine_reviews",
+    "is_skipped",
+    "load_resources",
+    "replace_synonyms",
+    "sentiment_events",
+    "sentiment_flipped",
+    "shuffle_sentences",
+    "split_sentences",
+]

@@ -25,11 +25,13 @@ previous word (after a determiner: noun or adjective; after "to": verb or noun; 
 pronoun: verb or adverb; after an intensifier: adjective or adverb). A word whose POS stays ambiguous
 (no context rule and the top POS holds less than ``MIN_POS_SHARE`` of the counts) is not replaced.
 """
+
 from __future__ import annotations
 
 import re
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against ain all am an and any are aren as at be because been before being below
 between both but by can could couldn d did do does doing down during each few for from further had has have
 having he her here hers herself him himself his how i if in into is it its itself just ll m ma me mightn more
@@ -38,20 +40,25 @@ she should so some such t than that the their theirs them themselves then there 
 to too under until up ve very was we were what when where which while who whom why will with would y you your
 yours yourself yourselves also get gets got getting go goes going gone went really even still yet quite rather
 much many lot lots thing things way ever every may might shall let lets one ones
-""".split())
+""".split()
+)
 
-NEGATIONS = frozenset("""
+NEGATIONS = frozenset(
+    """
 not no never none nobody nothing nowhere neither nor without cannot cant dont doesnt didnt isnt arent wasnt
 werent wont wouldnt couldnt shouldnt hasnt havent hadnt aint hardly barely scarcely seldom rarely lack lacks
 lacking
-""".split())
+""".split()
+)
 
-NUMBER_WORDS = frozenset("""
+NUMBER_WORDS = frozenset(
+    """
 zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
 seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand
 thousands million millions billion billions dozen dozens first second third fourth fifth sixth seventh eighth
 ninth tenth half once twice single double triple
-""".split())
+""".split()
+)
 
 # Seeds of the opinion lexicon: unambiguous, frequent in reviews. POS as WordNet letters.
 POSITIVE_SEEDS = {
@@ -75,13 +82,19 @@ MIN_POS_SHARE = 2 / 3  # without a context rule, the top POS must hold this shar
 LEXICON_SENSE_SHARE = 0.7  # the opinion lexicon grows from a seed's senses with >= 70% of its top sense's count
 
 # Context rules of the POS lookup: previous word -> the parts of speech the next word may take.
-DETERMINERS = frozenset("the a an this that these those his her its their my your our some any every each no "
-                        "another such what which whose".split())
+DETERMINERS = frozenset(
+    "the a an this that these those his her its their my your our some any every each no "
+    "another such what which whose".split()
+)
 MODALS = frozenset("will would can could should must may might shall do does did".split())
 SUBJECT_PRONOUNS = frozenset("i you we they he she".split())
 INTENSIFIERS = frozenset("very so too really quite extremely pretty rather most more less incredibly truly".split())
-CONTEXT_POS = {**{w: ("n", "a") for w in DETERMINERS}, "to": ("v", "n"),
-               **{w: ("v", "r") for w in MODALS | SUBJECT_PRONOUNS}, **{w: ("a", "r") for w in INTENSIFIERS}}
+CONTEXT_POS = {
+    **{w: ("n", "a") for w in DETERMINERS},
+    "to": ("v", "n"),
+    **{w: ("v", "r") for w in MODALS | SUBJECT_PRONOUNS},
+    **{w: ("a", "r") for w in INTENSIFIERS},
+}
 
 PLAIN_WORD = re.compile(r"[a-z]+")
 
@@ -93,8 +106,15 @@ def is_negation(word: str) -> bool:
 
 def is_skipped(word: str) -> bool:
     """True for words synonym replacement must leave alone (see the module docstring)."""
-    return (len(word) < 3 or not word.isalpha() or word[0].isupper() or word.lower() != word
-            or word in STOP_WORDS or word in NUMBER_WORDS or is_negation(word))
+    return (
+        len(word) < 3
+        or not word.isalpha()
+        or word[0].isupper()
+        or word.lower() != word
+        or word in STOP_WORDS
+        or word in NUMBER_WORDS
+        or is_negation(word)
+    )
 
 
 def _plain(name: str) -> str | None:
@@ -118,7 +138,9 @@ def dominant_senses(wn, counts: dict[str, int], word: str, pos: str, *, share: f
     return [s for c, s in scored if c >= share * top][:cap]
 
 
-def build_opinion_lexicon(wn, counts: dict[str, int], *, share: float = LEXICON_SENSE_SHARE) -> tuple[dict[str, int], frozenset[str]]:
+def build_opinion_lexicon(
+    wn, counts: dict[str, int], *, share: float = LEXICON_SENSE_SHARE
+) -> tuple[dict[str, int], frozenset[str]]:
     """``(polarity, ambiguous)``: word -> +1 / -1, and the words reached with both polarities.
 
     Seeds plus one WordNet step (see the module docstring) from each seed's dominant senses only
@@ -251,7 +273,7 @@ class Lexicon:
         if key in self._antonyms:
             return self._antonyms[key]
         out = set()
-        for pos_ in ([pos] if pos else POS_LETTERS):
+        for pos_ in [pos] if pos else POS_LETTERS:
             bases = {word, self.wn.morphy(word, pos_) or word}
             for base in bases:
                 for synset in self.wn.synsets(base, pos_):
@@ -279,8 +301,13 @@ class Lexicon:
             for synset in own:
                 for lemma in synset.lemmas():
                     word = _plain(lemma.name())
-                    if (word and word != base and not is_skipped(word) and word not in banned
-                            and self.polarity(word) == polarity):
+                    if (
+                        word
+                        and word != base
+                        and not is_skipped(word)
+                        and word not in banned
+                        and self.polarity(word) == polarity
+                    ):
                         out.add(word)
         self._synonyms[key] = tuple(sorted(out))
         return self._synonyms[key]

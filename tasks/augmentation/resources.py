@@ -3,6 +3,7 @@
 ``import nltk`` costs 1.6-4 s (it imports scipy.stats), so it happens here, inside the augmentation
 code only, never at the top level of a stage module.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

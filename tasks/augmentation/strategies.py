@@ -3,6 +3,7 @@
 Every function is pure given its ``random.Random``: the stage seeds one per review from (seed, uid), so the
 output does not depend on the order or the process a review is handled in.
 """
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,16 @@ TOKEN_RE = re.compile(r"<[^>]*>|[A-Za-z]+(?:'[A-Za-z]+)*|[^\sA-Za-z0-9]")
 NEGATION_SCOPE = 3  # a negation flips the polarity of up to this many following words, up to punctuation
 
 # Additive connectives for hierarchical (combo) samples: they join reviews of one label, so none is contrastive.
-CONNECTIVES = ("Also,", "Moreover,", "Furthermore,", "In addition,", "Besides,", "On top of that,",
-               "What is more,", "Additionally,")
+CONNECTIVES = (
+    "Also,",
+    "Moreover,",
+    "Furthermore,",
+    "In addition,",
+    "Besides,",
+    "On top of that,",
+    "What is more,",
+    "Additionally,",
+)
 
 
 # --- sentence shuffle ---------------------------------------------------------------------------------
@@ -97,8 +106,11 @@ def replace_synonyms(text: str, lexicon: Lexicon, rng: random.Random, *, word_ra
         candidates = lexicon.synonyms(base, pos)
         if suffix:  # regular plurals only; the surface form may carry a polarity its base lacks ("tops")
             polarity = lexicon.polarity(word)
-            candidates = tuple(c for c in candidates if not c.endswith(("s", "x", "z", "ch", "sh", "y"))
-                               and lexicon.polarity(c + suffix) == polarity)
+            candidates = tuple(
+                c
+                for c in candidates
+                if not c.endswith(("s", "x", "z", "ch", "sh", "y")) and lexicon.polarity(c + suffix) == polarity
+            )
         if previous in ("a", "an"):  # keep "a"/"an" right without touching the article (a stop word)
             candidates = tuple(c for c in candidates if (c[0] in "aeiou") == (word[0] in "aeiou"))
         if candidates:
@@ -169,7 +181,9 @@ def sentiment_flipped(parents: list[str], augmented: str, lexicon: Lexicon, *, a
         if len(before) != len(after):
             return True
         for old, new in zip(before, after):
-            if old != new and (new.lower() in lexicon.antonyms(old.lower()) or old.lower() in lexicon.antonyms(new.lower())):
+            if old != new and (
+                new.lower() in lexicon.antonyms(old.lower()) or old.lower() in lexicon.antonyms(new.lower())
+            ):
                 return True
         return [p for _, p in sentiment_events(parent, lexicon)] != [p for _, p in sentiment_events(augmented, lexicon)]
     expected = Counter()

@@ -3,6 +3,7 @@
 Nothing here reads ``data/`` of the checkout: the fake reviews go through the real prepare and tokenize
 stages (with the shipped BERT vocabulary) into a temporary folder.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,17 +45,36 @@ def make_fake_imdb(folder: Path, *, n_train: int = 160, n_test: int = 40, seed: 
             rows["label"].append(label)
             rows["rating"].append(rng.randint(7, 10) if label else rng.randint(1, 4))
             rows["review_id"].append(i)
-        table = pa.table({"text": pa.array(rows["text"], pa.string()), "label": pa.array(rows["label"], pa.int8()),
-                          "rating": pa.array(rows["rating"], pa.int8()), "review_id": pa.array(rows["review_id"], pa.int32())})
+        table = pa.table(
+            {
+                "text": pa.array(rows["text"], pa.string()),
+                "label": pa.array(rows["label"], pa.int8()),
+                "rating": pa.array(rows["rating"], pa.int8()),
+                "review_id": pa.array(rows["review_id"], pa.int32()),
+            }
+        )
         pq.write_table(table, folder / f"imdb_{split}.parquet")
     return folder
 
 
 TINY_SPACE = {
-    "swarmformer*": {"d_model": [8, 16], "num_layers": [1], "t_local": [1], "cluster_size": [4, 8], "seq_len": [32, 64],
-                     "batch_size": [32], "lr": {"loguniform": [1.0e-3, 1.0e-2]}, "dropout": [0.1]},
-    "default": {"d_model": [8, 16], "num_layers": [1], "seq_len": [32, 64], "batch_size": [32],
-                "lr": {"loguniform": [1.0e-3, 1.0e-2]}},
+    "swarmformer*": {
+        "d_model": [8, 16],
+        "num_layers": [1],
+        "t_local": [1],
+        "cluster_size": [4, 8],
+        "seq_len": [32, 64],
+        "batch_size": [32],
+        "lr": {"loguniform": [1.0e-3, 1.0e-2]},
+        "dropout": [0.1],
+    },
+    "default": {
+        "d_model": [8, 16],
+        "num_layers": [1],
+        "seq_len": [32, 64],
+        "batch_size": [32],
+        "lr": {"loguniform": [1.0e-3, 1.0e-2]},
+    },
 }
 
 
@@ -64,9 +84,18 @@ def tiny_params(**sweep) -> dict:
     params["train"].update(patience=0)
     params["tasks"]["imdb"]["model_overrides"] = {}
     params["evaluate"]["batch_size"] = 64
-    params["sweep"].update(num_samples=2, max_concurrent=2, cpus_per_trial=1, gpus_per_trial=0, max_epochs=2,
-                           grace_period=2, startup_trials=10, max_failures=2, address="",
-                           spaces={"imdb": copy.deepcopy(TINY_SPACE)})
+    params["sweep"].update(
+        num_samples=2,
+        max_concurrent=2,
+        cpus_per_trial=1,
+        gpus_per_trial=0,
+        max_epochs=2,
+        grace_period=2,
+        startup_trials=10,
+        max_failures=2,
+        address="",
+        spaces={"imdb": copy.deepcopy(TINY_SPACE)},
+    )
     params["sweep"].update(sweep)
     return params
 
@@ -79,7 +108,9 @@ def tiny_data(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("tiny_imdb")
     params = copy.deepcopy(load_params(profile="smoke"))
-    params["prepare"].update(source=str(make_fake_imdb(root / "raw")), val_fraction=0.25, max_train=0, max_test=0, shards=1)
+    params["prepare"].update(
+        source=str(make_fake_imdb(root / "raw")), val_fraction=0.25, max_train=0, max_test=0, shards=1
+    )
     params["tokenize"]["seq_len"] = 64
     prepare(params, out_dir=root / "prepared")
     tokenize(params, in_dir=root / "prepared", out_dir=root / "tokenized")
@@ -129,8 +160,17 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
     smoke["train"].update(patience=0)
     smoke["tasks"]["imdb"]["model_overrides"] = {}
     smoke["evaluate"]["batch_size"] = 64
-    smoke["sweep"] = {"num_samples": 2, "max_concurrent": 2, "cpus_per_trial": 1, "gpus_per_trial": 0, "max_epochs": 2,
-                      "grace_period": 2, "startup_trials": 10, "max_failures": 2, **sweep}
+    smoke["sweep"] = {
+        "num_samples": 2,
+        "max_concurrent": 2,
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+        "max_epochs": 2,
+        "grace_period": 2,
+        "startup_trials": 10,
+        "max_failures": 2,
+        **sweep,
+    }
     raw["paths"]["datasets"] = str(PARAMS_FILE.parent.joinpath(raw["paths"]["datasets"]).resolve())
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "params.yaml"
@@ -144,8 +184,14 @@ RAY = str(Path(sys.executable).with_name("ray"))
 def _node_ports() -> list[str]:
     """Explicit free ports for one node, so that it cannot clash with another Ray on this machine."""
     ports = []
-    for flag in ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
-                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port"):
+    for flag in (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--metrics-export-port",
+        "--dashboard-agent-listen-port",
+        "--dashboard-agent-grpc-port",
+        "--runtime-env-agent-port",
+    ):
         ports += [flag, str(free_port())]
     return ports
 
@@ -188,9 +234,22 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
     logs = [open(Path(temp_dir) / f"{name}.log", "w") for name in ("head", "worker")]
     before = os.environ.get("RAY_AUTH_MODE")
     try:
-        head = subprocess.Popen([RAY, "start", "--head", f"--port={port}", f"--num-cpus={head_cpus}",
-                                 "--include-dashboard=false", *common, *_node_ports()], env=env, stdout=logs[0],
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        head = subprocess.Popen(
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={port}",
+                f"--num-cpus={head_cpus}",
+                "--include-dashboard=false",
+                *common,
+                *_node_ports(),
+            ],
+            env=env,
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while True:
             assert head.poll() is None, (Path(temp_dir) / "head.log").read_text()[-2000:]
@@ -200,14 +259,20 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
             except OSError:
                 assert time.monotonic() < deadline, "the head did not start"
                 time.sleep(0.2)
-        worker = subprocess.Popen([RAY, "start", f"--address={address}", f"--num-cpus={worker_cpus}", *common,
-                                   *_node_ports()], env=env, stdout=logs[1], stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        worker = subprocess.Popen(
+            [RAY, "start", f"--address={address}", f"--num-cpus={worker_cpus}", *common, *_node_ports()],
+            env=env,
+            stdout=logs[1],
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         os.environ["RAY_AUTH_MODE"] = "disabled"
         ray.init(address=address, log_to_driver=False)  # wait until the worker has joined
         try:
-            while len([n for n in ray.nodes() if n["Alive"]]) < 2 or \
-                    sum(n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]) < head_cpus + worker_cpus:
+            while (
+                len([n for n in ray.nodes() if n["Alive"]]) < 2
+                or sum(n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]) < head_cpus + worker_cpus
+            ):
                 assert worker.poll() is None and time.monotonic() < deadline, "the worker did not join"
                 time.sleep(0.2)
             nodes = [n for n in ray.nodes() if n["Alive"]]

@@ -1,4 +1,5 @@
 """The frontier stage (seed 003 Figure 2): points from the train stage and a sweep, each family's frontier."""
+
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,10 @@ from swarmlab.errors import SwarmlabError
 
 
 def test_frontier_keeps_points_no_smaller_model_of_the_family_beats():
-    pts = [{"family": "a", "num_params": n, "val_loss": v} for n, v in ((10, 0.9), (20, 0.95), (30, 0.8), (40, 0.8), (5, 1.2))]
+    pts = [
+        {"family": "a", "num_params": n, "val_loss": v}
+        for n, v in ((10, 0.9), (20, 0.95), (30, 0.8), (40, 0.8), (5, 1.2))
+    ]
     pts.append({"family": "b", "num_params": 15, "val_loss": 0.5})
     assert frontier_flags(pts, "val_loss", "min") == [True, False, True, False, True, True]
     assert frontier_flags(pts, "val_loss", "max") == [False, False, False, False, True, True]  # the smallest wins
@@ -21,22 +25,38 @@ def test_frontier_keeps_points_no_smaller_model_of_the_family_beats():
 
 def test_sweep_params_column_parses_to_values():
     assert _parse_params("dim_hidden=32 lr=0.0100 layer_norm=True head=pma") == {
-        "dim_hidden": 32, "lr": 0.01, "layer_norm": True, "head": "pma"}
+        "dim_hidden": 32,
+        "lr": 0.01,
+        "layer_norm": True,
+        "head": "pma",
+    }
 
 
 def test_frontier_reads_the_train_stage_and_a_sweep(tmp_path):
     params = copy.deepcopy(load_params(profile="smoke"))
     train = tmp_path / "train" / "clustering_direct"
     train.mkdir(parents=True)
-    (train / "metrics.json").write_text(json.dumps({
-        "swarm": {"num_params": 778, "val_loss": 1.0}, "set_linear_mean": {"num_params": 50, "val_loss": 1.1}}))
+    (train / "metrics.json").write_text(
+        json.dumps(
+            {"swarm": {"num_params": 778, "val_loss": 1.0}, "set_linear_mean": {"num_params": 50, "val_loss": 1.1}}
+        )
+    )
     sweep = tmp_path / "sweep" / "clustering_direct"
     sweep.mkdir(parents=True)
     with open(sweep / "summary.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["rank", "model", "trial", "status", "best_val_loss", "num_params", "params"])
         w.writeheader()
-        w.writerow({"rank": 1, "model": "swarm", "trial": "t1", "status": "ok", "best_val_loss": 0.7, "num_params": "",
-                    "params": "dim_hidden=16 n_iter=3 num_layers=1"})
+        w.writerow(
+            {
+                "rank": 1,
+                "model": "swarm",
+                "trial": "t1",
+                "status": "ok",
+                "best_val_loss": 0.7,
+                "num_params": "",
+                "params": "dim_hidden=16 n_iter=3 num_layers=1",
+            }
+        )
         w.writerow({"rank": 2, "model": "swarm", "trial": "t2", "status": "error", "best_val_loss": "", "params": ""})
     best = frontier(params, "clustering_direct", report_root=tmp_path)
     assert list(best) == ["swarm", "set_linear_mean"]
@@ -44,7 +64,10 @@ def test_frontier_reads_the_train_stage_and_a_sweep(tmp_path):
     assert best["swarm"] == {"code": "(16-3-1)", "num_params": n, "val_loss": 0.7, "source": "sweep t1", "points": 2}
     out = json.loads((tmp_path / "frontier" / "clustering_direct" / "frontier.json").read_text())
     assert [p["frontier"] for p in out["points"]] == [True, True, True]
-    assert f"| swarm | (16-3-1) | {n:,} | 0.7000 | sweep t1 | 2 |" in (tmp_path / "frontier" / "clustering_direct" / "frontier.md").read_text()
+    assert (
+        f"| swarm | (16-3-1) | {n:,} | 0.7000 | sweep t1 | 2 |"
+        in (tmp_path / "frontier" / "clustering_direct" / "frontier.md").read_text()
+    )
     assert (tmp_path / "frontier" / "clustering_direct" / "frontier.png").stat().st_size > 10_000
 
 

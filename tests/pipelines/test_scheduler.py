@@ -2,6 +2,7 @@
 
 The Ray side (a two-node cluster, a worker killed mid-run) is in test_scheduler_ray.py.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,9 +22,12 @@ from pipelines.common.scheduler import Scheduler, run_resources, schedule_settin
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
-TOY = {"models": ["transformer", "linear_transformer"], "seeds": [0, 1],
-       "model_overrides": {"d_model": 16, "num_layers": 1, "num_heads": 2},
-       "train": {"max_epochs": 0, "max_steps": 40, "eval_every": 20, "batch_size": 16, "lr": 1.0e-3, "patience": 0}}
+TOY = {
+    "models": ["transformer", "linear_transformer"],
+    "seeds": [0, 1],
+    "model_overrides": {"d_model": 16, "num_layers": 1, "num_heads": 2},
+    "train": {"max_epochs": 0, "max_steps": 40, "eval_every": 20, "batch_size": 16, "lr": 1.0e-3, "patience": 0},
+}
 
 
 def toy_params(schedule: dict | None = None, **train) -> dict:
@@ -38,13 +42,21 @@ def toy_params(schedule: dict | None = None, **train) -> dict:
 
 def strip(metrics: dict) -> dict:
     """Metrics without what depends on the machine's speed or the schedule."""
-    return {run: {k: v for k, v in entry.items() if k != "resources" and "time" not in k and "per_s" not in k}
-            for run, entry in metrics.items()}
+    return {
+        run: {k: v for k, v in entry.items() if k != "resources" and "time" not in k and "per_s" not in k}
+        for run, entry in metrics.items()
+    }
 
 
 def test_schedule_settings_per_profile_task_and_model():
-    params = toy_params({"parallel": 1, "cpus_per_run": 1, "profiles": {"smoke": {"parallel": 3}},
-                         "tasks": {"toy_counting": {"cpus_per_run": 2, "linear_*": {"gpus_per_run": 0.5}}}})
+    params = toy_params(
+        {
+            "parallel": 1,
+            "cpus_per_run": 1,
+            "profiles": {"smoke": {"parallel": 3}},
+            "tasks": {"toy_counting": {"cpus_per_run": 2, "linear_*": {"gpus_per_run": 0.5}}},
+        }
+    )
     cfg = schedule_settings(params)
     assert cfg.parallel == 3  # the active profile's entry on top
     assert run_resources(cfg, "toy_counting", "transformer") == (2.0, 0.0)
@@ -58,15 +70,18 @@ def test_the_shipped_profiles_schedule_as_documented():
     assert schedule_settings(load_params(profile="smoke")).parallel == 1  # CI: in-process, no Ray
 
 
-@pytest.mark.parametrize(("schedule", "message"), [
-    ({"parallel": -1}, "schedule.parallel"),
-    ({"cpus_per_run": 0}, "schedule.cpus_per_run"),
-    ({"parallel": "two"}, "schedule.parallel"),
-    ({"threads": 2}, "unknown key"),
-    ({"tasks": {"toy_counting": {"cpus": 2}}}, "schedule.tasks.toy_counting"),
-    ({"tasks": {"toy_counting": {"transfromer": {"cpus_per_run": 2}}}}, "did you mean transformer"),
-    ({"profiles": {"smoke": {"gpus_per_run": -1}}}, "gpus_per_run"),
-])
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ({"parallel": -1}, "schedule.parallel"),
+        ({"cpus_per_run": 0}, "schedule.cpus_per_run"),
+        ({"parallel": "two"}, "schedule.parallel"),
+        ({"threads": 2}, "unknown key"),
+        ({"tasks": {"toy_counting": {"cpus": 2}}}, "schedule.tasks.toy_counting"),
+        ({"tasks": {"toy_counting": {"transfromer": {"cpus_per_run": 2}}}}, "did you mean transformer"),
+        ({"profiles": {"smoke": {"gpus_per_run": -1}}}, "gpus_per_run"),
+    ],
+)
 def test_bad_schedule_settings_are_one_line(schedule, message):
     with pytest.raises(SwarmlabError, match=message) as exc:
         schedule_settings(toy_params(schedule))
@@ -75,11 +90,14 @@ def test_bad_schedule_settings_are_one_line(schedule, message):
 
 def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is_written(tmp_path):
     """2 runs at 1 thread each beside 1 run at 2 threads would not be a fair net-time comparison."""
-    params = toy_params({"parallel": 2, "tasks": {"toy_counting": {"transformer": {"cpus_per_run": 2}}}},
-                        max_steps=0, time_budget_s=1.0)
+    params = toy_params(
+        {"parallel": 2, "tasks": {"toy_counting": {"transformer": {"cpus_per_run": 2}}}}, max_steps=0, time_budget_s=1.0
+    )
     params["train"]["num_threads"] = 0  # threads follow the CPUs
-    with pytest.raises(SwarmlabError, match="unequal resources.*transformer-seed0: 2 CPU, 2 threads.*"
-                                            "linear_transformer-seed0: 1 CPU, 1 thread"):
+    with pytest.raises(
+        SwarmlabError,
+        match="unequal resources.*transformer-seed0: 2 CPU, 2 threads.*linear_transformer-seed0: 1 CPU, 1 thread",
+    ):
         Scheduler("train", params, _task(params), _runs(params), parallel=2)
     # the same through the stage's command line: one line, exit 2, no output
     path = tmp_path / "params.yaml"
@@ -127,8 +145,12 @@ def test_without_ray_installed_the_runs_go_one_after_another_here(tmp_path, monk
     metrics = train(params, "toy_counting", out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
     out = capsys.readouterr().out
     assert "4 run(s) one after another in this process, 1 thread each (Ray is not installed" in out
-    assert list(metrics) == ["transformer-seed0", "transformer-seed1", "linear_transformer-seed0",
-                             "linear_transformer-seed1"]
+    assert list(metrics) == [
+        "transformer-seed0",
+        "transformer-seed1",
+        "linear_transformer-seed0",
+        "linear_transformer-seed1",
+    ]
     assert {m["resources"]["scheduler"] for m in metrics.values()} == {"in-process"}
     assert out.count("] done ") == 4
     for run in metrics:  # every run folder holds its own record, and metrics.json is made of them
@@ -144,8 +166,12 @@ def _write_params(path: Path, per_model: dict | None = None) -> Path:
     section = raw["defaults"]["tasks"]["toy_counting"]
     section.update(models=["transformer", "linear_transformer"], seeds=[0, 1])
     section["train"].update(per_model or {})
-    raw["profiles"] = {"t": {"tasks": {"toy_counting": {"train": {"max_steps": 160, "eval_every": 40}}},
-                             "train": {"device": "cpu", "num_threads": 1}}}
+    raw["profiles"] = {
+        "t": {
+            "tasks": {"toy_counting": {"train": {"max_steps": 160, "eval_every": 40}}},
+            "train": {"device": "cpu", "num_threads": 1},
+        }
+    }
     raw.pop("train", None)
     raw["schedule"] = {"parallel": 1}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,8 +181,17 @@ def _write_params(path: Path, per_model: dict | None = None) -> Path:
 
 def _train_cli(workdir: Path, params: Path, *extra, wait: bool = True):
     env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0"}
-    cmd = [sys.executable, "-m", "pipelines.train", "--params", str(params), "--task", "toy_counting", "--no-tracking",
-           *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.train",
+        "--params",
+        str(params),
+        "--task",
+        "toy_counting",
+        "--no-tracking",
+        *extra,
+    ]
     if wait:
         return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

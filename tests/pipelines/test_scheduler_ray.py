@@ -4,6 +4,7 @@ The results equal those of the same runs one after another in this process, bit 
 each); MLflow runs from the workers land in the same kind of store with the same names; a worker killed mid-run is
 retried from its last checkpoint and ends where an uninterrupted run ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,9 @@ def _weights(root: Path, run: str) -> dict:
     return torch.load(root / "toy_counting" / run / "last.pt", weights_only=True)["model"]
 
 
-def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage(cluster, tmp_path, monkeypatch, capsys):
+def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage(
+    cluster, tmp_path, monkeypatch, capsys
+):
     from mlflow.tracking import MlflowClient
 
     from pipelines.train import train
@@ -44,25 +47,40 @@ def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage
     sequential = train(params, "toy_counting", out_root=tmp_path / "seq", parallel=1, **kw)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'ray.db'}")
     monkeypatch.chdir(tmp_path)
-    fanned = train(params, "toy_counting", out_root=tmp_path / "ray", parallel=2, address=cluster.address,
-                   report_root=tmp_path / "rep2", tracking=True)
+    fanned = train(
+        params,
+        "toy_counting",
+        out_root=tmp_path / "ray",
+        parallel=2,
+        address=cluster.address,
+        report_root=tmp_path / "rep2",
+        tracking=True,
+    )
     out = capsys.readouterr().out
     assert "4 run(s), 2 at a time, on the Ray cluster at 127.0.0.1:" in out and "(2 nodes, 2 CPUs, 0 GPUs)" in out
     assert out.count("] done  ") == 8  # 4 of each stage
     assert strip(fanned) == strip(sequential)
-    assert all(torch.equal(a, b) for run in fanned for a, b in
-               zip(_weights(tmp_path / "seq", run).values(), _weights(tmp_path / "ray", run).values()))
-    assert {json.dumps(m["resources"], sort_keys=True) for m in fanned.values()} == \
-           {json.dumps({"scheduler": "ray", "parallel": 2, "threads": 1, "cpus": 1.0, "gpus": 0.0}, sort_keys=True)}
-    nodes = {re.search(r"\(node (\w+)\)", (tmp_path / "ray" / "toy_counting" / run / "log.txt").read_text()).group(1)
-             for run in fanned}
+    assert all(
+        torch.equal(a, b)
+        for run in fanned
+        for a, b in zip(_weights(tmp_path / "seq", run).values(), _weights(tmp_path / "ray", run).values())
+    )
+    assert {json.dumps(m["resources"], sort_keys=True) for m in fanned.values()} == {
+        json.dumps({"scheduler": "ray", "parallel": 2, "threads": 1, "cpus": 1.0, "gpus": 0.0}, sort_keys=True)
+    }
+    nodes = {
+        re.search(r"\(node (\w+)\)", (tmp_path / "ray" / "toy_counting" / run / "log.txt").read_text()).group(1)
+        for run in fanned
+    }
     assert nodes == {cluster.head_node[:8], cluster.worker_node[:8]}  # 1 CPU per node: two runs at once use both
 
     def runs(db: str) -> dict:
         client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / db}")
         exp = client.get_experiment_by_name("toy_counting")
-        return {r.info.run_name: (r.info.status, r.data.metrics["best_val_accuracy"])
-                for r in client.search_runs([exp.experiment_id])}
+        return {
+            r.info.run_name: (r.info.status, r.data.metrics["best_val_accuracy"])
+            for r in client.search_runs([exp.experiment_id])
+        }
 
     assert runs("ray.db") == runs("seq.db") and len(runs("ray.db")) == 4
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlruns.db").exists()  # nothing in the worker's cwd
@@ -70,15 +88,24 @@ def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage
     # the evaluate stage's runs go the same way, each in a fresh worker; the test scores are the sequential ones
     from pipelines.evaluate import evaluate
 
-    here = evaluate(params, "toy_counting", train_root=tmp_path / "seq", report_root=tmp_path / "e1", tracking=False,
-                    parallel=1)
-    there = evaluate(params, "toy_counting", train_root=tmp_path / "ray", report_root=tmp_path / "e2", tracking=False,
-                     parallel=2, address=cluster.address)
+    here = evaluate(
+        params, "toy_counting", train_root=tmp_path / "seq", report_root=tmp_path / "e1", tracking=False, parallel=1
+    )
+    there = evaluate(
+        params,
+        "toy_counting",
+        train_root=tmp_path / "ray",
+        report_root=tmp_path / "e2",
+        tracking=False,
+        parallel=2,
+        address=cluster.address,
+    )
     scores = lambda results: {run: {k: v for k, v in m.items() if k.startswith("test_")} for run, m in results.items()}
     assert scores(there) == scores(here) and len(there) == 4
     assert {m["resources"]["scheduler"] for m in there.values()} == {"ray"}
-    assert sorted(p.name for p in (tmp_path / "e2" / "evaluate" / "toy_counting" / "plots").iterdir()) == \
-           sorted(p.name for p in (tmp_path / "e1" / "evaluate" / "toy_counting" / "plots").iterdir())
+    assert sorted(p.name for p in (tmp_path / "e2" / "evaluate" / "toy_counting" / "plots").iterdir()) == sorted(
+        p.name for p in (tmp_path / "e1" / "evaluate" / "toy_counting" / "plots").iterdir()
+    )
 
 
 def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_path, capsys):
@@ -106,8 +133,15 @@ def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_pat
     watcher = threading.Thread(target=kill_when_two_evaluations_are_done)
     watcher.start()
     try:
-        fanned = train(params, "toy_counting", out_root=tmp_path / "ray", parallel=2, address=cluster.address,
-                       report_root=tmp_path / "rep2", tracking=False)
+        fanned = train(
+            params,
+            "toy_counting",
+            out_root=tmp_path / "ray",
+            parallel=2,
+            address=cluster.address,
+            report_root=tmp_path / "rep2",
+            tracking=False,
+        )
     finally:
         watcher.join()
     assert killed and killed["evaluations"] < 10, "the run ended before its worker could be killed"
@@ -115,5 +149,10 @@ def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_pat
     assert log.count(": pid ") == 2 and "resuming after step" in log  # a second attempt, from the checkpoint
     assert re.search(r"done  transformer-seed0  in .*; continued after evaluation \d", capsys.readouterr().out)
     assert strip(fanned) == strip(reference)
-    assert all(torch.equal(a, b) for a, b in zip(_weights(tmp_path / "ref", "transformer-seed0").values(),
-                                                 _weights(tmp_path / "ray", "transformer-seed0").values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            _weights(tmp_path / "ref", "transformer-seed0").values(),
+            _weights(tmp_path / "ray", "transformer-seed0").values(),
+        )
+    )

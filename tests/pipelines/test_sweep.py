@@ -1,4 +1,5 @@
 """Sweeps end to end on a local Ray instance: records, retries of a killed trial, resume of a killed driver."""
+
 from __future__ import annotations
 
 import csv
@@ -40,7 +41,13 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     params = tiny_params(num_samples=3, max_concurrent=2, max_epochs=2, grace_period=2)
     t0 = time.perf_counter()
-    best = sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", lines=True)
+    best = sweep(
+        params,
+        options={"data_dir": str(tiny_data)},
+        out_root=tmp_path / "out",
+        report_root=tmp_path / "rep",
+        lines=True,
+    )
     wall = time.perf_counter() - t0
     out = capfd.readouterr().out
 
@@ -102,9 +109,17 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     params = tiny_params(num_samples=1, max_concurrent=1, max_epochs=3, grace_period=3, max_failures=2)
-    params["sweep"]["spaces"]["imdb"]["swarmformer*"].update(d_model=[32], seq_len=[64], cluster_size=[8], batch_size=[8, 16])
+    params["sweep"]["spaces"]["imdb"]["swarmformer*"].update(
+        d_model=[32], seq_len=[64], cluster_size=[8], batch_size=[8, 16]
+    )
     killer = KillWorkerOnce()
-    best = sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", callbacks=[killer])
+    best = sweep(
+        params,
+        options={"data_dir": str(tiny_data)},
+        out_root=tmp_path / "out",
+        report_root=tmp_path / "rep",
+        callbacks=[killer],
+    )
 
     assert killer.failures == 1
     (pid0, epoch0), *after = killer.seen
@@ -160,7 +175,13 @@ def test_per_trial_wall_clock_limit_stops_trials(ray_local, tiny_data, tmp_path,
 def test_trial_asking_for_more_cpus_than_a_node_has_is_refused(ray_local, tiny_data, tmp_path):
     params = tiny_params(cpus_per_trial=3)  # the local instance has 2
     with pytest.raises(SwarmlabError, match="would wait forever"):
-        sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", report_root=tmp_path / "rep", tracking=False)
+        sweep(
+            params,
+            options={"data_dir": str(tiny_data)},
+            out_root=tmp_path / "out",
+            report_root=tmp_path / "rep",
+            tracking=False,
+        )
 
 
 def _trial_dirs(exp_dir: Path) -> dict[str, Path]:
@@ -195,14 +216,36 @@ def _persisted_status(exp_dir: Path) -> dict[str, str]:
 def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_path):
     params_file = write_params(tmp_path, num_samples=8, max_concurrent=1, max_epochs=2, grace_period=2)
     temp_dir = short_tmpdir("rk")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": temp_dir, "OMP_NUM_THREADS": "1",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_TMPDIR": temp_dir,
+        "OMP_NUM_THREADS": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}",
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "pipelines.sweep", "--params", str(params_file), "--profile", "smoke", "--task", "imdb",
-           "--data-dir", str(tiny_data), "--out-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path / "rep")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.sweep",
+        "--params",
+        str(params_file),
+        "--profile",
+        "smoke",
+        "--task",
+        "imdb",
+        "--data-dir",
+        str(tiny_data),
+        "--out-dir",
+        str(tmp_path / "out"),
+        "--report-dir",
+        str(tmp_path / "rep"),
+    ]
     exp_dir = tmp_path / "out" / "imdb" / "ray" / "swarmformer_small"
-    driver = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+    driver = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     first, done = [], 0
     try:
         for line in driver.stdout:  # wait until two trials have finished ...
@@ -227,7 +270,9 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
     assert not (tmp_path / "rep" / "imdb" / "best_params.json").exists()
 
     try:
-        resumed = subprocess.run([*cmd, "--resume"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400)
+        resumed = subprocess.run(
+            [*cmd, "--resume"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400
+        )
     finally:
         _reap(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)

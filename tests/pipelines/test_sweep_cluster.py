@@ -4,6 +4,7 @@ The head offers no CPUs, so trials can only run on the worker. The test stops ex
 started (`ray start --block` exits with its node's processes) instead of `ray stop`, which would stop
 every Ray process of this user on the machine.
 """
+
 from __future__ import annotations
 
 import csv
@@ -33,11 +34,32 @@ def test_sweep_runs_on_a_cluster_joined_by_address(loopback_cluster, tiny_data, 
     address, env, worker_node = loopback_cluster
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     params = write_params(tmp_path, num_samples=2, max_concurrent=2, max_epochs=2, grace_period=2)
-    run = subprocess.run([sys.executable, "-m", "pipelines.sweep", "--params", str(params), "--profile", "smoke",
-                          "--task", "imdb", "--address", address, "--data-dir", str(tiny_data),
-                          "--out-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path / "rep")],
-                         cwd=tmp_path, env={**env, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(REPO_ROOT)},
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.sweep",
+            "--params",
+            str(params),
+            "--profile",
+            "smoke",
+            "--task",
+            "imdb",
+            "--address",
+            address,
+            "--data-dir",
+            str(tiny_data),
+            "--out-dir",
+            str(tmp_path / "out"),
+            "--report-dir",
+            str(tmp_path / "rep"),
+        ],
+        cwd=tmp_path,
+        env={**env, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "rep" / "imdb" / "summary.csv")))
@@ -53,10 +75,29 @@ def test_sweep_runs_on_a_cluster_joined_by_address(loopback_cluster, tiny_data, 
 
 def test_unreachable_cluster_is_one_line_error(tiny_data, tmp_path):
     params = write_params(tmp_path)
-    run = subprocess.run([sys.executable, "-m", "pipelines.sweep", "--params", str(params), "--profile", "smoke",
-                          "--address", f"127.0.0.1:{free_port()}", "--data-dir", str(tiny_data),
-                          "--out-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path / "rep")],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.sweep",
+            "--params",
+            str(params),
+            "--profile",
+            "smoke",
+            "--address",
+            f"127.0.0.1:{free_port()}",
+            "--data-dir",
+            str(tiny_data),
+            "--out-dir",
+            str(tmp_path / "out"),
+            "--report-dir",
+            str(tmp_path / "rep"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().startswith("error: cannot reach a Ray cluster at 127.0.0.1:")
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr

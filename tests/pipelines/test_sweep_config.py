@@ -1,4 +1,5 @@
 """Sweeps without Ray: search spaces (constraints, generic spaces, one-line errors), input checks, bookkeeping."""
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,16 @@ IMDB = ImdbFacts()
 
 def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int = 768, overrides=None):
     cfg = models.create_model(model, vocab_size=100, num_classes=2).cfg
-    return resolve_space({"imdb": spaces}, "imdb", model, model_cfg=cfg, train_fields=TRAIN_FIELDS,
-                         check_train=lambda kw: TrainConfig(**kw), data_seq_len=data_seq_len, model_overrides=overrides)
+    return resolve_space(
+        {"imdb": spaces},
+        "imdb",
+        model,
+        model_cfg=cfg,
+        train_fields=TRAIN_FIELDS,
+        check_train=lambda kw: TrainConfig(**kw),
+        data_seq_len=data_seq_len,
+        model_overrides=overrides,
+    )
 
 
 def test_seed_space_searches_only_divisible_cluster_seq_len_pairs():
@@ -56,8 +65,16 @@ def test_seed_space_searches_only_divisible_cluster_seq_len_pairs():
     expected = {(c, s) for c, s in itertools.product(spec["cluster_size"], spec["seq_len"]) if s % c == 0}
     assert pairs == expected and len(pairs) == 26
     kinds = {d.name: d.kind for d in space.dims}
-    assert kinds == {"d_model": "choice", "num_layers": "choice", "t_local": "choice", "cluster_size|seq_len": "joint",
-                     "batch_size": "choice", "lr": "loguniform", "weight_decay": "loguniform", "dropout": "uniform"}
+    assert kinds == {
+        "d_model": "choice",
+        "num_layers": "choice",
+        "t_local": "choice",
+        "cluster_size|seq_len": "joint",
+        "batch_size": "choice",
+        "lr": "loguniform",
+        "weight_decay": "loguniform",
+        "dropout": "uniform",
+    }
     assert (space.dims[-3].low, space.dims[-3].high) == (5.0e-5, 5.0e-4)
 
 
@@ -104,7 +121,11 @@ def test_every_set_model_gets_a_valid_clustering_space_in_every_profile(profile,
 
 def test_clustering_direct_spaces_are_the_seeds_table_1():
     spaces = load_params(profile="paper")["sweep"]["spaces"]["clustering_direct"]
-    assert spaces["swarm"] == {"dim_hidden": [16, 32, 48, 64, 96, 128, 192], "n_iter": [2, 5, 10, 20], "num_layers": [1, 2]}
+    assert spaces["swarm"] == {
+        "dim_hidden": [16, 32, 48, 64, 96, 128, 192],
+        "n_iter": [2, 5, 10, 20],
+        "num_layers": [1, 2],
+    }
     assert spaces["set_transformer_isab"]["num_inds"] == [10, 20, 40, 60, 80]
     assert spaces["lstm*"] == {"dim_hidden": [16, 32, 64, 128], "num_layers": [1, 2, 3]}
 
@@ -182,22 +203,25 @@ def test_train_model_overrides_are_the_base_of_every_trial():
     assert space.model_base == {"dropout": 0.25}
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"d_model": []}, "empty list"),
-    ({"d_model": [64, 64]}, "lists a value twice"),
-    ({"lr": {"loguniform": [0.0, 1.0e-3]}}, "low must be > 0"),
-    ({"lr": {"uniform": [1.0e-3, 1.0e-4]}}, "must be below high"),
-    ({"lr": {"loguniform": ["5e-5", 1.0e-3]}}, "YAML reads the latter as a string"),
-    ({"lr": {"normal": [0.0, 1.0]}}, "a distribution is one of"),
-    ({"num_layers": {"int": [1.5, 3]}}, "bounds must be integers"),
-    ({"d_modle": [64, 128]}, "has no config field 'd_modle'"),
-    ({"vocab_size": [100, 200]}, "comes from the data"),
-    ({"batch_size": [0, 32]}, "batch_size=0"),
-    ({"dropout": {"uniform": [0.2, 1.5]}}, "dropout=1.5"),
-    ({"d_model": 64}, "searches nothing"),
-    ({"cluster_size": [3, 5], "seq_len": [64, 128]}, "admits no valid configuration"),
-    ({"seq_len": [128, 1024], "cluster_size": [8]}, "tokenized to 768 tokens"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"d_model": []}, "empty list"),
+        ({"d_model": [64, 64]}, "lists a value twice"),
+        ({"lr": {"loguniform": [0.0, 1.0e-3]}}, "low must be > 0"),
+        ({"lr": {"uniform": [1.0e-3, 1.0e-4]}}, "must be below high"),
+        ({"lr": {"loguniform": ["5e-5", 1.0e-3]}}, "YAML reads the latter as a string"),
+        ({"lr": {"normal": [0.0, 1.0]}}, "a distribution is one of"),
+        ({"num_layers": {"int": [1.5, 3]}}, "bounds must be integers"),
+        ({"d_modle": [64, 128]}, "has no config field 'd_modle'"),
+        ({"vocab_size": [100, 200]}, "comes from the data"),
+        ({"batch_size": [0, 32]}, "batch_size=0"),
+        ({"dropout": {"uniform": [0.2, 1.5]}}, "dropout=1.5"),
+        ({"d_model": 64}, "searches nothing"),
+        ({"cluster_size": [3, 5], "seq_len": [64, 128]}, "admits no valid configuration"),
+        ({"seq_len": [128, 1024], "cluster_size": [8]}, "tokenized to 768 tokens"),
+    ],
+)
 def test_bad_space_is_one_line_error(spec, message):
     with pytest.raises(SwarmlabError, match=message) as info:
         space_for({"swarmformer*": spec})
@@ -205,8 +229,11 @@ def test_bad_space_is_one_line_error(spec, message):
 
 
 def test_space_lookup_prefers_exact_name_then_pattern_then_default():
-    spaces = {"swarmformer*": {"d_model": [16, 32]}, "swarmformer_base": {"d_model": [64, 96]},
-              "default": {"lr": {"loguniform": [1.0e-4, 1.0e-3]}}}
+    spaces = {
+        "swarmformer*": {"d_model": [16, 32]},
+        "swarmformer_base": {"d_model": [64, 96]},
+        "default": {"lr": {"loguniform": [1.0e-4, 1.0e-3]}},
+    }
     assert space_for(spaces, "swarmformer_base").source.endswith(".swarmformer_base")
     assert space_for(spaces, "swarmformer_small").source.endswith(".swarmformer*")
     with pytest.raises(SwarmlabError, match="no search spaces for task"):
@@ -226,8 +253,11 @@ def test_params_file_sweep_sections_validate():
 
 
 def test_trial_resources_are_checked_against_the_largest_node():
-    nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}, {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}},
-             {"Alive": False, "Resources": {"CPU": 64.0}}]
+    nodes = [
+        {"Alive": True, "Resources": {"CPU": 2.0}},
+        {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}},
+        {"Alive": False, "Resources": {"CPU": 64.0}},
+    ]
     assert trial_resources(nodes, 4, 0.25) == {"cpu": 4, "gpu": 0.25}
     assert trial_resources(nodes, 1, 0) == {"cpu": 1}
     assert trial_resources(nodes[:1], 1, 0.5) == {"cpu": 1}  # no GPU anywhere: CPUs only
@@ -244,13 +274,16 @@ def test_unreachable_address_fails_fast():
         check_reachable("nowhere")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--task", "imbd"], "unknown task 'imbd'; did you mean imdb?"),
-    (["--models", "swarmformer_smal"], "unknown model 'swarmformer_smal'; did you mean swarmformer_small"),
-    (["--address", "127.0.0.1:{port}"], "cannot reach a Ray cluster at 127.0.0.1:"),
-    (["--params", "{bad_params}"], "admits no valid configuration of swarmformer_small"),
-    (["--num-samples", "0"], "--num-samples must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "imbd"], "unknown task 'imbd'; did you mean imdb?"),
+        (["--models", "swarmformer_smal"], "unknown model 'swarmformer_smal'; did you mean swarmformer_small"),
+        (["--address", "127.0.0.1:{port}"], "cannot reach a Ray cluster at 127.0.0.1:"),
+        (["--params", "{bad_params}"], "admits no valid configuration of swarmformer_small"),
+        (["--num-samples", "0"], "--num-samples must be >= 1"),
+    ],
+)
 def test_cli_bad_input_is_one_line_error(args, message, tiny_data, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     bad_space = copy.deepcopy(TINY_SPACE)
@@ -261,8 +294,20 @@ def test_cli_bad_input_is_one_line_error(args, message, tiny_data, tmp_path, cap
     if "--params" not in args:
         args += ["--params", str(good)]
     with pytest.raises(SystemExit) as info:
-        main(["--profile", "smoke", "--data-dir", str(tiny_data), "--out-dir", str(tmp_path / "out"),
-              "--report-dir", str(tmp_path / "rep"), "--no-tracking", *args])
+        main(
+            [
+                "--profile",
+                "smoke",
+                "--data-dir",
+                str(tiny_data),
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--report-dir",
+                str(tmp_path / "rep"),
+                "--no-tracking",
+                *args,
+            ]
+        )
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2
     assert err.startswith("error: ") and message in err and "\n" not in err, err
@@ -278,8 +323,10 @@ def test_runs_of_trials_tune_never_recorded_are_closed(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     parent = MlflowTracker("imdb-sweep", "sweep-x", uri=uri)
-    kids = {t: MlflowTracker("imdb-sweep", t, parent_run_id=parent.run_id, uri=uri, tags={"ray_trial_id": t})
-            for t in ("known", "orphan", "done")}
+    kids = {
+        t: MlflowTracker("imdb-sweep", t, parent_run_id=parent.run_id, uri=uri, tags={"ray_trial_id": t})
+        for t in ("known", "orphan", "done")
+    }
     kids["done"].finish()
     close_orphan_runs(uri, parent.run_id, {"known", "done"})
     client = MlflowClient(tracking_uri=uri)

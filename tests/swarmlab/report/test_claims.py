@@ -1,4 +1,5 @@
 """The claims file: every entry valid, every quote in its paper, every seed covered; bad entries are one line each."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,9 @@ def test_every_seed_has_claims_and_the_issue_s_named_claims_are_there():
     assert by_id["s000-small-accuracy"].decided_by["value"] == 0.862
     assert by_id["s003-swarm-beats-isab-direct"].decided_by["protocol"] == "equal net time"
     assert by_id["s002-train-10x"].decided_by["value"] == 10.0
-    assert by_id["s000-augmentation"].decided_by["low"] == 0.03 and by_id["s000-augmentation"].decided_by["high"] == 0.05
+    assert (
+        by_id["s000-augmentation"].decided_by["low"] == 0.03 and by_id["s000-augmentation"].decided_by["high"] == 0.05
+    )
     assert {"s001-fewer-flops", "s001-faster-inference", "s001-accuracy-kept"} <= set(by_id)
     assert {c.kind for c in CLAIMS} == {"threshold", "pairwise", "ratio", "delta", "best_of", "figure", "untestable"}
 
@@ -53,6 +56,7 @@ def test_bad_entries_are_one_line_each_and_all_reported(tmp_path):
     assert "missing ['words']" in errors[1] and "decided_by.kind" in errors[2] and "used twice" in errors[3]
     with pytest.raises(SwarmlabError, match="4 bad claim"):
         load_claims(bad)
-    proc = subprocess.run([sys.executable, "-m", "swarmlab.report.claims", str(bad)], capture_output=True, text=True,
-                          cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "swarmlab.report.claims", str(bad)], capture_output=True, text=True, cwd=REPO_ROOT
+    )
     assert proc.returncode == 2 and proc.stderr.count("error: ") == 4

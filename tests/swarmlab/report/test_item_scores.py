@@ -1,5 +1,6 @@
 """The per-item score hook (``Metrics.item_scores``) of every task's meter: one score per test item whose mean is the
 meter's own metric, so intervals over items describe the reported number."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,9 @@ def _batches(make, n=3):
 def test_classification_items_are_correctness_and_per_review_loss(meter_cls):
     meter = meter_cls(3)
     meter.keep_items = True
-    for logits, labels in _batches(lambda g, b: (torch.randn(5 + b, 3, generator=g), torch.randint(0, 3, (5 + b,), generator=g))):
+    for logits, labels in _batches(
+        lambda g, b: (torch.randn(5 + b, 3, generator=g), torch.randint(0, 3, (5 + b,), generator=g))
+    ):
         meter.update(logits, {"label": labels}, F.cross_entropy(logits, labels))
     items, out = meter.item_scores(), meter.compute()
     assert len(items["accuracy"]) == 18 and set(np.unique(items["accuracy"])) <= {0.0, 1.0}
@@ -43,8 +46,14 @@ def test_direct_clustering_items_are_per_task_loss_accuracy_and_ari():
         labels = torch.randint(0, 3, (B, N), generator=g)
         mask = torch.ones(B, N, dtype=torch.bool)
         mask[0, -2:] = False
-        batch = {"x": torch.randn(B, N, 2), "labels": labels, "mask": mask, "k": torch.full((B,), 3),
-                 "means": torch.zeros(B, 3, 2), "covs": torch.zeros(B, 3, 2, 2)}
+        batch = {
+            "x": torch.randn(B, N, 2),
+            "labels": labels,
+            "mask": mask,
+            "k": torch.full((B,), 3),
+            "means": torch.zeros(B, 3, 2),
+            "covs": torch.zeros(B, 3, 2, 2),
+        }
         meter.update(logits, batch, hungarian_matched_nll(F.log_softmax(logits, -1), labels, mask).mean())
     items, out = meter.item_scores(), meter.compute()
     assert {len(v) for v in items.values()} == {6}
@@ -58,8 +67,13 @@ def test_mog_items_are_per_task_log_likelihoods():
     g = torch.Generator().manual_seed(1)
     B, N = 4, 9
     out_raw = torch.randn(B, 4 * 5, generator=g)
-    batch = {"x": torch.randn(B, N, 2, generator=g), "mask": torch.ones(B, N, dtype=torch.bool),
-             "pi": torch.full((B, 4), 0.25), "mu": torch.randn(B, 4, 2, generator=g), "sigma": torch.full((B, 4, 2), 0.3)}
+    batch = {
+        "x": torch.randn(B, N, 2, generator=g),
+        "mask": torch.ones(B, N, dtype=torch.bool),
+        "pi": torch.full((B, 4), 0.25),
+        "mu": torch.randn(B, 4, 2, generator=g),
+        "sigma": torch.full((B, 4, 2), 0.3),
+    }
     pi, mu, sigma = mog_params_from_output(out_raw, 4, 2)
     meter.update(out_raw, batch, -mog_log_likelihood(batch["x"], batch["mask"], pi, mu, sigma).mean())
     items, out = meter.item_scores(), meter.compute()
@@ -72,7 +86,10 @@ def test_image_items_are_bits_per_dim_per_image():
     meter = BitsPerDim(("a", "b"))
     meter.keep_items = True
     for nats in (torch.tensor([700.0, 800.0]), torch.tensor([900.0])):
-        meter.update({"nats": nats, "logits": torch.zeros(len(nats), 256, 1, 4, 4)}, {"label": torch.zeros(len(nats), dtype=torch.long)})
+        meter.update(
+            {"nats": nats, "logits": torch.zeros(len(nats), 256, 1, 4, 4)},
+            {"label": torch.zeros(len(nats), dtype=torch.long)},
+        )
     items, out = meter.item_scores(), meter.compute()
     assert items["bits_per_dim"] == pytest.approx(np.array([700, 800, 900]) / 16 / math.log(2))
     assert items["bits_per_dim"].mean() == pytest.approx(out["bits_per_dim"])

@@ -1,5 +1,6 @@
 """The ledger on hand-made metrics files with known answers: one claim of each verdict, and a pair of models that
 differ by less than their interval, which must not be called different."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from swarmlab.report.claims import Claim
-from swarmlab.report.ledger import (BELOW_BUDGET, CONTRADICTED, INCONCLUSIVE, SHOWN, SUPPORTED, UNTESTABLE, Ledger)
+from swarmlab.report.ledger import BELOW_BUDGET, CONTRADICTED, INCONCLUSIVE, SHOWN, SUPPORTED, UNTESTABLE, Ledger
 from swarmlab.report.render import ledger_table, track_paragraph
 from swarmlab.report.testsplit import ITEMS
 
@@ -29,8 +30,15 @@ def write_task(reports: Path, task: str, runs: dict[str, dict[int, np.ndarray]])
     for model, seeds in runs.items():
         for seed, items in seeds.items():
             name = f"{model}-seed{seed}"
-            ev[name] = {"model": model, "seed": seed, "test_accuracy": float(items.mean()), "test_rows": len(items),
-                        "num_params": 1000, "device": "cpu", "git_commit": "0123456789abcdef" * 2 + "01234567"}
+            ev[name] = {
+                "model": model,
+                "seed": seed,
+                "test_accuracy": float(items.mean()),
+                "test_rows": len(items),
+                "num_params": 1000,
+                "device": "cpu",
+                "git_commit": "0123456789abcdef" * 2 + "01234567",
+            }
             tr[name] = {"model": model, "seed": seed, "steps": 100, "train_time_s": 10.0, "stopped": "max_steps"}
             np.savez(reports / "evaluate" / task / ITEMS / f"{name}.npz", accuracy=items, batch_latency_ms=np.ones(3))
     (reports / "evaluate" / task / "metrics.json").write_text(json.dumps(ev))
@@ -38,8 +46,16 @@ def write_task(reports: Path, task: str, runs: dict[str, dict[int, np.ndarray]])
 
 
 def claim(cid: str, decided_by: dict, paper_profile: str = "paper") -> Claim:
-    return Claim(id=cid, seed="000", section="§1", words="words", metric=decided_by.get("metric", "m"), paper={},
-                 paper_profile=paper_profile, decided_by=decided_by)
+    return Claim(
+        id=cid,
+        seed="000",
+        section="§1",
+        words="words",
+        metric=decided_by.get("metric", "m"),
+        paper={},
+        paper_profile=paper_profile,
+        decided_by=decided_by,
+    )
 
 
 def threshold(value, op=">=", model="small", task="t"):
@@ -47,24 +63,42 @@ def threshold(value, op=">=", model="small", task="t"):
 
 
 def pair(a, b, direction="a_higher", task="t", **kw):
-    return {"kind": "pairwise", "task": task, "a": a, "b": b, "metric": "test_accuracy", "direction": direction,
-            "protocol": "equal steps", **kw}
+    return {
+        "kind": "pairwise",
+        "task": task,
+        "a": a,
+        "b": b,
+        "metric": "test_accuracy",
+        "direction": direction,
+        "protocol": "equal steps",
+        **kw,
+    }
 
 
 @pytest.fixture
 def reports(tmp_path):
     reports = tmp_path / "reports"
-    write_task(reports, "t", {
-        "small": {0: correct(1000, 800)},  # 0.80, interval about +-0.025
-        "close_a": {0: correct(200, 150, seed=1)},  # 0.750 ...
-        "close_b": {0: correct(200, 148, seed=2)},  # ... vs 0.740: 2 items apart out of 200
-    })
+    write_task(
+        reports,
+        "t",
+        {
+            "small": {0: correct(1000, 800)},  # 0.80, interval about +-0.025
+            "close_a": {0: correct(200, 150, seed=1)},  # 0.750 ...
+            "close_b": {0: correct(200, 148, seed=2)},  # ... vs 0.740: 2 items apart out of 200
+        },
+    )
     shared = correct(400, 200, seed=3)
     better = shared.copy()
     better[np.flatnonzero(shared == 0)[:80]] = 1  # the same items, 80 more right: a clear paired gain
     write_task(reports, "p", {"good": {0: better}, "base": {0: shared}})
-    write_task(reports, "s", {"x": {s: correct(300, 240 + 3 * s, seed=s) for s in range(3)},
-                              "y": {s: correct(300, 180 + 3 * s, seed=10 + s) for s in range(3)}})
+    write_task(
+        reports,
+        "s",
+        {
+            "x": {s: correct(300, 240 + 3 * s, seed=s) for s in range(3)},
+            "y": {s: correct(300, 180 + 3 * s, seed=10 + s) for s in range(3)},
+        },
+    )
     (reports / "sample" / "img" / "m-seed0").mkdir(parents=True)
     (reports / "sample" / "img" / "m-seed0" / "samples.png").write_bytes(b"png")
     return reports
@@ -104,7 +138,10 @@ def test_a_paired_gain_is_supported_and_its_opposite_contradicted_only_at_the_pa
     row = decide(reports, claim("gain", pair("good", "base", task="p")))
     assert row.verdict == SUPPORTED and row.lo > 0 and "paired bootstrap over 400 shared test items" in row.test
     assert decide(reports, claim("loss", pair("good", "base", "a_lower", task="p"))).verdict == BELOW_BUDGET
-    assert decide(reports, claim("loss", pair("good", "base", "a_lower", task="p"), paper_profile="cpu")).verdict == CONTRADICTED
+    assert (
+        decide(reports, claim("loss", pair("good", "base", "a_lower", task="p"), paper_profile="cpu")).verdict
+        == CONTRADICTED
+    )
     eq = decide(reports, claim("eq", pair("close_a", "close_b", "equal", margin=0.5)))
     assert eq.verdict == SUPPORTED  # |diff| interval well within 0.5
 
@@ -128,7 +165,9 @@ def test_the_table_and_paragraph_come_from_the_rows(reports):
 def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
     reports = tmp_path / "reports"
     (reports / "evaluate" / "t").mkdir(parents=True)
-    (reports / "evaluate" / "t" / "metrics.json").write_text(json.dumps({"small": {"test_accuracy": 0.75, "test_rows": 400}}))
+    (reports / "evaluate" / "t" / "metrics.json").write_text(
+        json.dumps({"small": {"test_accuracy": 0.75, "test_rows": 400}})
+    )
     row = Ledger(reports, profile="cpu", default_seed=7).decide(claim("legacy", threshold(0.5)))
     assert row.verdict == SUPPORTED and "rebuilt from the accuracy count" in row.test
     legacy_pair = Ledger(reports, profile="cpu").decide(claim("lp", pair("small", "small")))
@@ -139,31 +178,74 @@ def write_grid(reports: Path, grid: str, points: dict[str, dict[int, float]], mo
     """An ablation grid's results.json: per point label, per seed, a test accuracy (the claims profile's seeds)."""
     entries = []
     for label, seeds in points.items():
-        ev = {f"{model}-seed{s}": {"model": model, "seed": s, "test_accuracy": acc, "num_params": 10} for s, acc in seeds.items()}
-        entries.append({"point": label.replace("=", "_"), "label": label, "status": "ok", "evaluate": ev,
-                        "train": {k: {"model": model, "seed": v["seed"], "steps": 2000} for k, v in ev.items()}})
+        ev = {
+            f"{model}-seed{s}": {"model": model, "seed": s, "test_accuracy": acc, "num_params": 10}
+            for s, acc in seeds.items()
+        }
+        entries.append(
+            {
+                "point": label.replace("=", "_"),
+                "label": label,
+                "status": "ok",
+                "evaluate": ev,
+                "train": {k: {"model": model, "seed": v["seed"], "steps": 2000} for k, v in ev.items()},
+            }
+        )
     (reports / "ablations" / grid).mkdir(parents=True)
     (reports / "ablations" / grid / "results.json").write_text(json.dumps({"task": "imdb", "points": entries}))
 
 
 def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
     reports = tmp_path / "reports"
-    write_grid(reports, "augment", {"enabled=true": {0: 0.80, 1: 0.81, 2: 0.805}, "enabled=false": {0: 0.76, 1: 0.77, 2: 0.768}})
-    write_grid(reports, "t_local", {"t_local=1": {0: 0.70, 1: 0.71}, "t_local=3": {0: 0.75, 1: 0.76}, "t_local=4": {0: 0.74, 1: 0.745}})
-    gain = {"kind": "delta", "grid": "augment", "task": "imdb", "model": "small", "metric": "test_accuracy",
-            "with": "enabled=true", "without": "enabled=false", "low": 0.03, "high": 0.05, "protocol": "equal steps"}
+    write_grid(
+        reports,
+        "augment",
+        {"enabled=true": {0: 0.80, 1: 0.81, 2: 0.805}, "enabled=false": {0: 0.76, 1: 0.77, 2: 0.768}},
+    )
+    write_grid(
+        reports,
+        "t_local",
+        {"t_local=1": {0: 0.70, 1: 0.71}, "t_local=3": {0: 0.75, 1: 0.76}, "t_local=4": {0: 0.74, 1: 0.745}},
+    )
+    gain = {
+        "kind": "delta",
+        "grid": "augment",
+        "task": "imdb",
+        "model": "small",
+        "metric": "test_accuracy",
+        "with": "enabled=true",
+        "without": "enabled=false",
+        "low": 0.03,
+        "high": 0.05,
+        "protocol": "equal steps",
+    }
     row = decide(reports, claim("aug", gain))
     assert row.verdict == SUPPORTED and row.seeds == 3 and row.test == "paired t-test across 3 matched seeds"
     assert row.value == pytest.approx(0.039, abs=1e-9)
     big = decide(reports, claim("aug10", {**gain, "low": 0.10, "high": 0.12}))
     assert big.verdict == BELOW_BUDGET
-    best = {"kind": "best_of", "grid": "t_local", "metric": "test_accuracy", "mode": "max", "best": ["t_local=3", "t_local=4"]}
+    best = {
+        "kind": "best_of",
+        "grid": "t_local",
+        "metric": "test_accuracy",
+        "mode": "max",
+        "best": ["t_local=3", "t_local=4"],
+    }
     row = decide(reports, claim("tl", best))
     assert row.verdict == SUPPORTED and "t_local=3 vs t_local=1" in row.ours
     missing = decide(reports, claim("cs", {**best, "grid": "cluster_size"}))
     assert missing.verdict == UNTESTABLE and "--grid cluster_size --profile claims" in missing.why
-    pair_grid = {"kind": "pairwise", "grid": "t_local", "task": "imdb", "a": "t_local=4", "b": "t_local=3",
-                 "metric": "test_accuracy", "direction": "a_not_worse", "margin": 0.001, "protocol": "equal steps"}
+    pair_grid = {
+        "kind": "pairwise",
+        "grid": "t_local",
+        "task": "imdb",
+        "a": "t_local=4",
+        "b": "t_local=3",
+        "metric": "test_accuracy",
+        "direction": "a_not_worse",
+        "margin": 0.001,
+        "protocol": "equal steps",
+    }
     assert decide(reports, claim("pg", pair_grid)).verdict in (INCONCLUSIVE, BELOW_BUDGET)
 
 
@@ -172,7 +254,10 @@ def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(repo
 
     claims_dir = reports / "claims"
     write_task(claims_dir, "t", {"small": {0: correct(1000, 900), 1: correct(1000, 905, seed=1)}})
-    ledgers = [Ledger(claims_dir, profile="claims", source="reports/claims", root=reports), Ledger(reports, profile="cpu")]
+    ledgers = [
+        Ledger(claims_dir, profile="claims", source="reports/claims", root=reports),
+        Ledger(reports, profile="cpu"),
+    ]
     row = decide_across(claim("acc", threshold(0.85), paper_profile="claims"), ledgers)
     assert row.profile == "claims" and row.source == "reports/claims" and row.seeds == 2 and row.verdict == SUPPORTED
     gain = decide_across(claim("gain", pair("good", "base", task="p")), ledgers)  # only the pipeline ran task p

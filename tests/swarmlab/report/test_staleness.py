@@ -1,5 +1,6 @@
 """Staleness: a number whose stage's dependencies changed since dvc.lock was written is marked stale, with the stages
 to rerun; the committed report lists exactly the stages that are stale against the committed code and dvc.lock."""
+
 from __future__ import annotations
 
 import os
@@ -37,10 +38,26 @@ def test_our_hashes_are_dvc_s_and_a_changed_file_or_param_marks_the_stage_and_it
     (tmp_path / "b.py").write_text("B = 2\n")
     (tmp_path / "params.yaml").write_text("x: 1\ny: {z: 2}\n")
     (tmp_path / ".dvcignore").write_text("__pycache__/\n*.pyc\n")
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
-        "first": {"cmd": "cat code/a.py > out1.txt", "deps": ["code"], "params": ["x"], "outs": ["out1.txt"]},
-        "second": {"cmd": "cat out1.txt b.py > out2.txt", "deps": ["out1.txt", "b.py"], "params": ["y.z"],
-                   "outs": ["out2.txt"]}}}))
+    (tmp_path / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    "first": {
+                        "cmd": "cat code/a.py > out1.txt",
+                        "deps": ["code"],
+                        "params": ["x"],
+                        "outs": ["out1.txt"],
+                    },
+                    "second": {
+                        "cmd": "cat out1.txt b.py > out2.txt",
+                        "deps": ["out1.txt", "b.py"],
+                        "params": ["y.z"],
+                        "outs": ["out2.txt"],
+                    },
+                }
+            }
+        )
+    )
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     for cmd in (["init", "--no-scm", "-q"], ["repro", "-q"]):
         subprocess.run([DVC, *cmd], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
@@ -61,10 +78,27 @@ def test_changing_a_code_file_after_a_run_marks_its_numbers_stale_in_the_report(
     code = tmp_path / "pipelines" / "evaluate.py"
     code.parent.mkdir()
     code.write_text("# the evaluate stage\n")
-    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
-        f"evaluate@{TASK}": {"cmd": "python -m pipelines.evaluate", "deps": [
-            {"path": "pipelines/evaluate.py", "hash": "md5", "md5": file_md5(code), "size": code.stat().st_size}],
-            "outs": [{"path": f"reports/evaluate/{TASK}/items", "hash": "md5", "md5": "x.dir"}]}}}))
+    (tmp_path / "dvc.lock").write_text(
+        yaml.safe_dump(
+            {
+                "schema": "2.0",
+                "stages": {
+                    f"evaluate@{TASK}": {
+                        "cmd": "python -m pipelines.evaluate",
+                        "deps": [
+                            {
+                                "path": "pipelines/evaluate.py",
+                                "hash": "md5",
+                                "md5": file_md5(code),
+                                "size": code.stat().st_size,
+                            }
+                        ],
+                        "outs": [{"path": f"reports/evaluate/{TASK}/items", "hash": "md5", "md5": "x.dir"}],
+                    }
+                },
+            }
+        )
+    )
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     md = (reports / "REPORT.md").read_text()
     assert stale_listed(md) == set() and "**stale**" not in md

@@ -1,4 +1,5 @@
 """Intervals and paired tests: deterministic, of the right width, and honest about noise."""
+
 from __future__ import annotations
 
 import numpy as np
