@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
 from pipelines.common.engine import (
     BEST,
     autocast,
@@ -280,19 +280,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)"
     )
-    parser.add_argument(
-        "--parallel",
-        type=int,
-        default=None,
-        help="runs at once (default: schedule.parallel); 1 = one after "
-        "another in this process; 0 = as many as Ray's resources hold",
-    )
-    parser.add_argument(
-        "--address",
-        default=None,
-        help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
-        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)",
-    )
+    add_schedule_arguments(parser)
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     parser.add_argument(
         "--retest",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.cli import params_from, stage_parser
+from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
 from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.guard import check_outcome, dry_run, seal_run, start_record
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
@@ -434,19 +434,7 @@ def main(argv=None) -> None:
         "runs (default: keep finished runs whose settings, code and "
         "data are unchanged, continue interrupted ones)",
     )
-    parser.add_argument(
-        "--parallel",
-        type=int,
-        default=None,
-        help="runs at once (default: schedule.parallel); 1 = one after "
-        "another in this process; 0 = as many as Ray's resources hold",
-    )
-    parser.add_argument(
-        "--address",
-        default=None,
-        help="Ray cluster to fan the runs out to, e.g. 127.0.0.1:6379 or auto "
-        "(default: $RAY_ADDRESS, else schedule.address, else a local Ray)",
-    )
+    add_schedule_arguments(parser)
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow (torch + pyarrow only)")
     args = parser.parse_args(argv)
     if args.resume and args.restart:
