@@ -62,7 +62,12 @@ def data_paths(task) -> list[Path]:
 
 
 def data_hash(task) -> str:
-    """sha256 of the content of the task's data (none for generated data such as toy_counting's)."""
+    """What identifies the task's data: the record of its files' hashes where the data stage wrote one (checked
+    against the files when the data loads, so hashing the folder again here would read it twice per training start),
+    else the sha256 of the folder's content (none for generated data such as toy_counting's)."""
+    recorded = task.data_fingerprint()
+    if recorded:
+        return recorded
     h = hashlib.sha256()
     for path in data_paths(task):
         _hash_tree(h, path)
