@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import io
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -155,3 +157,14 @@ def tiny_tokenized(tiny_params, tmp_path) -> Path:
     tokenize(tiny_params, tmp_path / "data" / "prepared", tmp_path / "data" / "tokenized")
     tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "data" / "tokenized")
     return tmp_path / "data" / "tokenized"
+
+
+def run_train_toy(workdir: Path, params: Path, *extra, wait: bool = True):
+    """``python -m pipelines.train --task toy_counting`` as a user runs it, in ``workdir`` (SWARMLAB_WORKDIR), one
+    torch thread, no tracking; ``wait=False`` returns the running process (to kill it)."""
+    env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0"}
+    cmd = [sys.executable, "-m", "pipelines.train", "--params", str(params), "--task", "toy_counting", "--no-tracking"]
+    cmd += list(extra)
+    if wait:
+        return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

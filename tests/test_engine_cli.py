@@ -2,17 +2,14 @@
 
 import csv
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_train_toy as run_train
 
 pytestmark = pytest.mark.slow  # Python processes
 
@@ -30,24 +27,6 @@ def toy_params(folder: Path, **train) -> Path:
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
-
-
-def run_train(workdir: Path, params: Path, *extra, wait=True):
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipelines.train",
-        "--params",
-        str(params),
-        "--task",
-        "toy_counting",
-        "--no-tracking",
-        *extra,
-    ]
-    if wait:
-        return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def history(workdir: Path) -> list[dict]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ import yaml
 from pipelines.common.params import load_params
 from pipelines.common.scheduler import Scheduler, run_resources, schedule_settings
 from swarmlab.errors import SwarmlabError
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_train_toy
 
 TOY = {
     "models": ["transformer", "linear_transformer"],
@@ -107,7 +105,7 @@ def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is
     raw["schedule"] = {"parallel": 2, "tasks": {"toy_counting": {"transformer": {"cpus_per_run": 2}}}}
     raw["defaults"]["tasks"]["toy_counting"]["models"] = ["transformer", "linear_transformer"]
     path.write_text(yaml.safe_dump(raw))
-    run = _train_cli(tmp_path / "w", path)
+    run = run_train_toy(tmp_path / "w", path)
     assert run.returncode == 2 and run.stderr.startswith("error: tasks.toy_counting compares its runs at equal net")
     assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == ""
     assert not (tmp_path / "w").exists()
@@ -120,7 +118,7 @@ def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path)
     from conftest import free_port
 
     params = _write_params(tmp_path / "params.yaml")
-    run = _train_cli(tmp_path / "w", params, "--parallel", "2", "--address", f"127.0.0.1:{free_port()}")
+    run = run_train_toy(tmp_path / "w", params, "--parallel", "2", "--address", f"127.0.0.1:{free_port()}")
     assert run.returncode == 2 and run.stderr.startswith("error: cannot reach a Ray cluster at 127.0.0.1:")
     assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "" and not (tmp_path / "w").exists()
 
@@ -179,24 +177,6 @@ def _write_params(path: Path, per_model: dict | None = None) -> Path:
     return path
 
 
-def _train_cli(workdir: Path, params: Path, *extra, wait: bool = True):
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1", "SWARMLAB_PROGRESS": "0"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipelines.train",
-        "--params",
-        str(params),
-        "--task",
-        "toy_counting",
-        "--no-tracking",
-        *extra,
-    ]
-    if wait:
-        return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
 def _mtimes(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
 
@@ -204,12 +184,12 @@ def _mtimes(folder: Path) -> dict[str, int]:
 @pytest.mark.slow
 def test_a_rerun_after_a_killed_driver_trains_only_the_unfinished_runs(tmp_path):
     params = _write_params(tmp_path / "params.yaml")
-    straight = _train_cli(tmp_path / "a", params)
+    straight = run_train_toy(tmp_path / "a", params)
     assert straight.returncode == 0, straight.stderr
     reference = json.loads((tmp_path / "a" / "reports" / "train" / "toy_counting" / "metrics.json").read_text())
 
     runs = tmp_path / "b" / "outputs" / "train" / "toy_counting"
-    proc = _train_cli(tmp_path / "b", params, wait=False)
+    proc = run_train_toy(tmp_path / "b", params, wait=False)
     history = runs / ".transformer-seed1.run" / "history.csv"  # the second run, in progress
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
@@ -221,7 +201,7 @@ def test_a_rerun_after_a_killed_driver_trains_only_the_unfinished_runs(tmp_path)
     assert (runs / "transformer-seed0" / "summary.json").is_file() and not (runs / "transformer-seed1").exists()
     finished = _mtimes(runs / "transformer-seed0")
 
-    rerun = _train_cli(tmp_path / "b", params)
+    rerun = run_train_toy(tmp_path / "b", params)
     assert rerun.returncode == 0, rerun.stderr
     assert "keep  transformer-seed0: finished with the same settings" in rerun.stdout
     assert "start transformer-seed1  continues after evaluation" in rerun.stdout
@@ -234,9 +214,9 @@ def test_a_rerun_after_a_killed_driver_trains_only_the_unfinished_runs(tmp_path)
 
     # a changed setting of one model retrains that model's runs only; --restart retrains every run
     _write_params(tmp_path / "params.yaml", {"linear_*": {"lr": 2.0e-3}})
-    changed = _train_cli(tmp_path / "b", params)
+    changed = run_train_toy(tmp_path / "b", params)
     assert changed.returncode == 0, changed.stderr
     assert changed.stdout.count("keep  transformer-seed") == 2 and changed.stdout.count("start linear_transformer") == 2
-    restart = _train_cli(tmp_path / "b", params, "--restart")
+    restart = run_train_toy(tmp_path / "b", params, "--restart")
     assert restart.returncode == 0, restart.stderr
     assert "keep " not in restart.stdout and restart.stdout.count("] start ") == 4
