@@ -31,9 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from benchmarks.machine import describe_cpu  # noqa: E402
+from benchmarks.set_step_bound import make_train_step  # noqa: E402
 from models import create_model  # noqa: E402
 from tests.reference_set_transformer import PublicISABEncoder  # noqa: E402
 from tests.reference_swarm import authors_swarm  # noqa: E402
@@ -77,20 +77,6 @@ PLAIN_ROW = (
         "swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN, n_iter=N_ITER, num_layers=LAYERS, fast=False
     ),
 )
-
-
-def make_train_step(model, x, mask, labels):
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-    def step():
-        model.train()
-        logits = model(x, mask)  # (B, N, K)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
 
 
 def timed(fn) -> float:
