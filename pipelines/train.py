@@ -214,8 +214,6 @@ def _train_in(
         raise
     out_dir = work  # renamed to `final` once the reports are written
 
-    reports = report_dir("train", task.key, report_root)
-    atomic_write_text(reports / "history" / f"{run.name}.csv", (out_dir / "history.csv").read_text())
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
     summary = {
         "model": name,
@@ -265,6 +263,10 @@ def _train_in(
         final.rename(old)
     work.rename(final)  # the new run replaces the previous one only now
     shutil.rmtree(old, ignore_errors=True)
+    # the DVC plot's copy of the history, only once the run is in place (a rerun copies it again for a kept run)
+    atomic_write_text(
+        report_dir("train", task.key, report_root) / "history" / f"{run.name}.csv", (final / "history.csv").read_text()
+    )
     tracker.finish()
     return summary
 
