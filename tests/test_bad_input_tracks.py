@@ -32,6 +32,7 @@ import yaml
 from swarmlab.integrity import record_files
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 from tests.test_bad_input import leftovers, snapshot
+from tests.test_bad_input import run as run_stage
 from tests.test_long_tasks import write_prepared
 
 pytestmark = pytest.mark.slow  # ~60 Python processes
@@ -141,20 +142,10 @@ def base_params(root: Path) -> dict:
 
 
 def run(stage: str, root: Path, params, *args, env=None, timeout=300):
-    path = root / "case.yaml"
-    path.write_text(params if isinstance(params, str) else yaml.safe_dump(params))
-    full_env = {
-        **os.environ,
-        "SWARMLAB_WORKDIR": str(root),
-        "OMP_NUM_THREADS": "1",
-        "SWARMLAB_PROGRESS": "0",
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlruns.db'}",
-        **(env or {}),
-    }
-    full_env.pop("SWARMLAB_DATASETS", None)
-    tracking = ("--no-tracking",) if stage in ("train", "evaluate") else ()  # MLflow's own log lines stay out of stderr
-    cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args, *tracking]
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    """The text track's stage runner, with --no-tracking on train and evaluate (MLflow's own log lines stay out of
+    stderr, where each case expects its one line)."""
+    tracking = ("--no-tracking",) if stage in ("train", "evaluate") else ()
+    return run_stage(stage, root, params, *args, *tracking, env=env, timeout=timeout)
 
 
 TRACKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
