@@ -31,8 +31,20 @@ keep() {  # copy one stage's reports of the work folder into reports/claims, rep
   [ -e "$src" ] || return 0
   rm -rf "$dst.tmp" && mkdir -p "$(dirname "$dst")" && cp -r "$src" "$dst.tmp" && rm -rf "$dst" && mv "$dst.tmp" "$dst"
 }
-# IMDB's stages first when their data is missing: the imdb task reads data/tokenized, LRA Text reads data/prepared
-if [ ! -d "$WORK/data/tokenized" ]; then
+# IMDB's stages first when their data is missing and a piece reads it (a task whose options name data/prepared or
+# data/tokenized: the imdb task and its grids, LRA Text); the set and image pieces do not wait for them
+if [ ! -d "$WORK/data/tokenized" ] && python - "$mode" "$PROFILE" "$@" <<'EOF'
+import sys
+from pipelines.common.ablations import grid_spec
+from pipelines.common.params import load_params
+from pipelines.common.runs import make_task
+mode, profile, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+params = load_params(profile=profile)
+tasks = [grid_spec(params, n)["task"] if mode == "grid" else n for n in names]
+reads = {str(v) for t in tasks for v in vars(make_task(params, t).options).values()}
+sys.exit(0 if reads & {"data/prepared", "data/tokenized"} else 1)
+EOF
+then
   stage prepare
   stage augment
   stage tokenize
