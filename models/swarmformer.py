@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import GateNet
+from models.layers import GateNet, Mlp
 from models.registry import register_model
 
 
@@ -151,19 +151,6 @@ class _PadInfo:
 # ---- blocks ---------------------------------------------------------------------------------------------
 
 
-class Mlp(nn.Module):
-    """Linear(D, D) -> GELU -> Dropout -> Linear(D, D)."""
-
-    def __init__(self, dim: int, dropout: float):
-        super().__init__()
-        self.fc1 = nn.Linear(dim, dim)
-        self.drop = nn.Dropout(dropout)
-        self.fc2 = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(F.gelu(self.fc1(x))))
-
-
 def _gate_fc1_split(gate: GateNet, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """``gate.fc1([x; u])`` without the concat: ``x @ Wx.T + u @ Wu.T + b`` with W = [Wx | Wu]."""
     D = x.shape[-1]
@@ -185,7 +172,7 @@ class LocalSwarmAggregator(nn.Module):
         super().__init__()
         self.fast = fast
         self.drop = nn.Dropout(dropout)
-        self.mlp = Mlp(dim, dropout)
+        self.mlp = Mlp(dim, dim, dropout)
         self.gate = GateNet(dim)
 
     def forward(self, x: torch.Tensor, pad: _PadInfo | None = None) -> torch.Tensor:
