@@ -110,12 +110,3 @@ class EncoderClassifier(nn.Module):
         positions = cfg.seq_len * d if cfg.pos_emb == "learned" else 0
         per_layer = (4 + 2 * r) * d * d + (9 + r) * d  # qkv + proj, two FFN linears, two LayerNorms
         return cfg.vocab_size * d + positions + cfg.num_layers * per_layer + 2 * d + d * k + k
-
-
-def build_config(config_cls: type, defaults: dict, overrides: dict):
-    """``config_cls(**defaults, **overrides)``; an unknown override is a TypeError naming the valid ones."""
-    names = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise TypeError(f"unknown {config_cls.__name__} option(s) {unknown}; valid: {sorted(names)}")
-    return config_cls(**{**defaults, **overrides})

@@ -35,7 +35,7 @@ A stage of depth 1 has only a plain block (no shifted one): ``hsw_small`` (depth
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -45,7 +45,7 @@ from models.layers.drop import DropPath
 from models.layers.mlp import Mlp
 from models.layers.transformer import masked_mean
 from models.layers.window_attention import ShiftedWindowAttention
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 MERGE = 4  # tokens merged into one between stages (Swin merges 2 x 2 patches; the authors 4 contiguous tokens)
 
@@ -277,23 +277,17 @@ class HSW(nn.Module):
 # ---- registered variants ----------------------------------------------------------------------------------
 
 
-def _build(defaults: dict, overrides: dict) -> HSW:
-    names = {f.name for f in fields(HSWConfig)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise TypeError(f"unknown HSWConfig option(s) {unknown}; valid: {sorted(names)}")
-    return HSW(HSWConfig(**{**defaults, **overrides}))
-
-
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
 def hsw(**overrides) -> HSW:
     """The seed's sizes: C=96 (widths 96/192/384/768), depths 2/2/6/2, heads 3/6/12/24, W=128, L=4096,
     byte vocabulary, 11 classes (27,807,521 parameters)."""
-    return _build({}, overrides)
+    return HSW(build_config(HSWConfig, {}, overrides))
 
 
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
 def hsw_small(**overrides) -> HSW:
     """For CPU budgets: C=64 (widths 64/128/256/512), depths 1/1/2/1, heads 2/4/8/16 (head width 32), W=128,
     L=4096, a 64-wide embedding (the 768-wide one only mirrors the authors' frozen table); 5,708,965 parameters."""
-    return _build(dict(d_model=64, depths=(1, 1, 2, 1), heads=(2, 4, 8, 16), embed_dim=64), overrides)
+    return HSW(
+        build_config(HSWConfig, dict(d_model=64, depths=(1, 1, 2, 1), heads=(2, 4, 8, 16), embed_dim=64), overrides)
+    )

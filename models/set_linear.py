@@ -22,10 +22,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.encoder import build_config
 from models.layers.set_blocks import check_set_inputs, count_params
 from models.layers.transformer import masked_mean
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -26,9 +26,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from models.encoder import build_config
 from models.layers.set_blocks import check_set_inputs, count_params
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 ORDERS = ("shuffle", "sorted")
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from models.encoder import build_config
 from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs, count_params
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 
 @dataclass

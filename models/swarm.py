@@ -59,7 +59,7 @@ import torch.nn.functional as F
 
 from models.layers.set_blocks import SetPoolingHead
 from models.layers.transformer import masked_mean
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 POOLINGS = ("mean", "max", "causal")
 HEADS = ("none", "mean", "pma")
@@ -602,18 +602,10 @@ class Swarm(nn.Module):
         return sum(4 * H * a + 4 * H + 8 * H * H + 2 * H * b + b for a, b in zip(dims[:-1], dims[1:]))
 
 
-def _build(defaults: dict, overrides: dict) -> Swarm:
-    fields = SwarmConfig.__dataclass_fields__
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError(f"unknown Swarm option(s) {unknown}; valid: {sorted(fields)}")
-    return Swarm(SwarmConfig(**{**defaults, **overrides}))
-
-
 @register_model(kind="set", tags=("swarm",))
 def swarm(**overrides) -> Swarm:
     """Seed 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
-    return _build({}, overrides)
+    return Swarm(build_config(SwarmConfig, {}, overrides))
 
 
 # ---- the authors' key names <-> ours ----------------------------------------------------------------------

@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers import GateNet, Mlp
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 
 @dataclass
@@ -369,14 +369,6 @@ class SwarmFormer(nn.Module):
         return cfg.vocab_size * d + cfg.num_layers * (12 * d * d + 10 * d) + d * cfg.num_classes + cfg.num_classes
 
 
-def _build(defaults: dict, overrides: dict) -> SwarmFormer:
-    fields = SwarmFormerConfig.__dataclass_fields__
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError(f"unknown SwarmFormer option(s) {unknown}; valid: {sorted(fields)}")
-    return SwarmFormer(SwarmFormerConfig(**{**defaults, **overrides}))
-
-
 _SMALL = dict(d_model=128, cluster_size=8, seq_len=256, t_local=3, num_layers=2)
 _BASE = dict(d_model=192, cluster_size=4, seq_len=768, t_local=3, num_layers=2)
 
@@ -384,25 +376,25 @@ _BASE = dict(d_model=192, cluster_size=4, seq_len=768, t_local=3, num_layers=2)
 @register_model(tags=("swarmformer", "reference"))
 def swarmformer_small(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Small': D=128, S=8, L=256, T_local=3, 2 layers (4,302,850 parameters)."""
-    return _build(_SMALL, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, _SMALL, overrides))
 
 
 @register_model(tags=("swarmformer", "reference"))
 def swarmformer_base(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Base': D=192, S=4, L=768, T_local=3, 2 layers (6,749,186 parameters)."""
-    return _build(_BASE, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, _BASE, overrides))
 
 
 @register_model(tags=("swarmformer", "padding_aware"))
 def swarmformer_small_padaware(**overrides) -> SwarmFormer:
     """'Small' that ignores PAD: masked neighbour/cluster means and pooling, no wrap-around (same parameters)."""
-    return _build({**_SMALL, "padding_aware": True}, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, {**_SMALL, "padding_aware": True}, overrides))
 
 
 @register_model(tags=("swarmformer", "padding_aware"))
 def swarmformer_base_padaware(**overrides) -> SwarmFormer:
     """'Base' that ignores PAD: masked neighbour/cluster means and pooling, no wrap-around (same parameters)."""
-    return _build({**_BASE, "padding_aware": True}, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, {**_BASE, "padding_aware": True}, overrides))
 
 
 # ---- the authors' published key names <-> ours -------------------------------------------------------
