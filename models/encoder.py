@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from models.layers import PreLNBlock, masked_mean, sinusoidal_positions
+from models.layers.params import NumParamsMixin
 
 
 @dataclass
@@ -52,7 +53,7 @@ class EncoderConfig:
         return self.dropout if self.attn_dropout is None else self.attn_dropout
 
 
-class EncoderClassifier(nn.Module):
+class EncoderClassifier(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` (True / 1 = real token) removes padded keys from every attention and from the
@@ -100,9 +101,6 @@ class EncoderClassifier(nn.Module):
             x = block(x, key_mask)  # (B, L, D)
         pooled = masked_mean(self.ln_f(x), key_mask)  # (B, D)
         return self.head(self.head_drop(pooled))  # (B, num_classes)
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
     @staticmethod
     def expected_num_params(cfg: EncoderConfig) -> int:

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from models.layers.drop import DropPath
 from models.layers.mlp import Mlp
+from models.layers.params import NumParamsMixin
 from models.layers.transformer import masked_mean
 from models.layers.window_attention import ShiftedWindowAttention
 from models.registry import build_config, register_model
@@ -230,7 +231,7 @@ class HSWStage(nn.Module):
         return x, mask
 
 
-class HSW(nn.Module):
+class HSW(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) bool | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` True = real token; PAD is masked in every window, merge and the pooling.
@@ -269,9 +270,6 @@ class HSW(nn.Module):
         for stage in self.stages:
             x, mask = stage(x, mask)  # (B, L / 4^s, C * 2^s)
         return self.head(masked_mean(self.norm(x), mask))  # (B, num_classes)
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
 
 # ---- registered variants ----------------------------------------------------------------------------------

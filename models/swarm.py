@@ -57,6 +57,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import SetPoolingHead
 from models.layers.transformer import masked_mean
 from models.registry import build_config, register_model
@@ -538,7 +539,7 @@ class SwarmLayer(nn.Module):
         return self.out(torch.cat([h, c], dim=-1))  # (B, D_out)
 
 
-class Swarm(nn.Module):
+class Swarm(NumParamsMixin, nn.Module):
     """SWARM set model: ``num_layers`` SwarmLayers with a ReLU between them, optional masked-mean head.
 
     ``forward(x (B, N, dim_input), mask (B, N) bool | None, True = real entity)`` returns (B, N, dim_output),
@@ -588,9 +589,6 @@ class Swarm(nn.Module):
         for k, (layer, state) in enumerate(zip(self.layers, states)):
             x = layer.causal_step(F.relu(x) if k else x, state)  # (B, D)
         return x
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
     @staticmethod
     def expected_num_params(cfg: SwarmConfig) -> int:

@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.params import NumParamsMixin
 from models.registry import build_config, register_model
 from models.swarm import Swarm, SwarmConfig
 
@@ -85,7 +86,7 @@ def location_features_2d(H: int, W: int, dim: int) -> torch.Tensor:
     return feats.reshape(H, W, dim).float()
 
 
-class SwarmTransformer(nn.Module):
+class SwarmTransformer(NumParamsMixin, nn.Module):
     """``forward(pixels (B, C, H, W) long in [0, 255], labels (B,) long | None) -> logits (B, 256, C, H, W)``."""
 
     def __init__(self, cfg: SwarmTransformerConfig):
@@ -233,9 +234,6 @@ class SwarmTransformer(nn.Module):
                 flat = logits.permute(0, 3, 4, 2, 1).reshape(B, -1, N_VALUES)  # (B, L, 256) in sub-pixel order
                 seq[:, l] = _draw(flat[:, l], temperature, generator)
         return self.from_sequence(seq)
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
 
 def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:

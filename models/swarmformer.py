@@ -35,6 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers import GateNet, Mlp
+from models.layers.params import NumParamsMixin
 from models.registry import build_config, register_model
 
 
@@ -312,7 +313,7 @@ class SwarmFormerLayer(nn.Module):
         return x
 
 
-class SwarmFormer(nn.Module):
+class SwarmFormer(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask=None) -> logits (B, num_classes)``.
 
     The reference model ignores ``attention_mask`` (the authors mean-pool over PAD tokens too); with
@@ -359,9 +360,6 @@ class SwarmFormer(nn.Module):
             keep = pad.mask.unsqueeze(-1).to(x.dtype)  # (B, L, 1)
             pooled = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)  # (B, D): mean over real tokens
         return self.head(self._dropout(self.head_drop, pooled))  # (B, num_classes)
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
     @staticmethod
     def expected_num_params(cfg: SwarmFormerConfig) -> int:

@@ -59,6 +59,7 @@ from models.layers.clustering import ChunkClusters, GumbelRouter, lcm
 from models.layers.gates import GateNet
 from models.layers.mlp import Mlp
 from models.layers.neighbours import NeighbourMean
+from models.layers.params import NumParamsMixin
 from models.layers.window_attention import LocalWindowAttention
 from models.registry import build_config, register_model
 
@@ -280,7 +281,7 @@ class EnhancedSwarmLayer(nn.Module):
         return self.broadcast(x, reps, self.clusters, assign)  # (B, L, D)
 
 
-class EnhancedSwarmFormer(nn.Module):
+class EnhancedSwarmFormer(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) bool | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` True = real token; PAD is excluded from attention keys, neighbour means, routing,
@@ -353,9 +354,6 @@ class EnhancedSwarmFormer(nn.Module):
             m = mask[..., None].to(x.dtype)  # (B, L, 1)
             pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)  # (B, D): mean over real tokens
         return self.head(self.head_drop(pooled))  # (B, num_classes)
-
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
 
 def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: float, epochs: int):

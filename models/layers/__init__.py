@@ -10,6 +10,7 @@ from models.layers.attention_patterns import (
 )
 from models.layers.gates import GateNet
 from models.layers.mlp import Mlp
+from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import ISAB, MAB, PMA, SAB, SetPoolingHead
 from models.layers.transformer import PreLNBlock, masked_mean, sinusoidal_positions
 
@@ -20,6 +21,7 @@ __all__ = [
     "Mlp",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",
+    "NumParamsMixin",
     "PMA",
     "PatternSelfAttention",
     "PreLNBlock",
