@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from models.layers import PreLNBlock, masked_mean, sinusoidal_positions
+from models.layers.params import NumParamsMixin
 
 
 @dataclass
@@ -52,7 +53,7 @@ class EncoderConfig:
         return self.dropout if self.attn_dropout is None else self.attn_dropout
 
 
-class EncoderClassifier(nn.Module):
+class EncoderClassifier(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` (True / 1 = real token) removes padded keys from every attention and from the
@@ -101,21 +102,9 @@ class EncoderClassifier(nn.Module):
         pooled = masked_mean(self.ln_f(x), key_mask)  # (B, D)
         return self.head(self.head_drop(pooled))  # (B, num_classes)
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     @staticmethod
     def expected_num_params(cfg: EncoderConfig) -> int:
         d, r, k = cfg.d_model, cfg.mlp_ratio, cfg.num_classes
         positions = cfg.seq_len * d if cfg.pos_emb == "learned" else 0
         per_layer = (4 + 2 * r) * d * d + (9 + r) * d  # qkv + proj, two FFN linears, two LayerNorms
         return cfg.vocab_size * d + positions + cfg.num_layers * per_layer + 2 * d + d * k + k
-
-
-def build_config(config_cls: type, defaults: dict, overrides: dict):
-    """``config_cls(**defaults, **overrides)``; an unknown override is a TypeError naming the valid ones."""
-    names = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise TypeError(f"unknown {config_cls.__name__} option(s) {unknown}; valid: {sorted(names)}")
-    return config_cls(**{**defaults, **overrides})

@@ -35,7 +35,7 @@ A stage of depth 1 has only a plain block (no shifted one): ``hsw_small`` (depth
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -43,9 +43,10 @@ import torch.nn.functional as F
 
 from models.layers.drop import DropPath
 from models.layers.mlp import Mlp
+from models.layers.params import NumParamsMixin
 from models.layers.transformer import masked_mean
 from models.layers.window_attention import ShiftedWindowAttention
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 MERGE = 4  # tokens merged into one between stages (Swin merges 2 x 2 patches; the authors 4 contiguous tokens)
 
@@ -230,7 +231,7 @@ class HSWStage(nn.Module):
         return x, mask
 
 
-class HSW(nn.Module):
+class HSW(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) bool | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` True = real token; PAD is masked in every window, merge and the pooling.
@@ -270,30 +271,21 @@ class HSW(nn.Module):
             x, mask = stage(x, mask)  # (B, L / 4^s, C * 2^s)
         return self.head(masked_mean(self.norm(x), mask))  # (B, num_classes)
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
 
 # ---- registered variants ----------------------------------------------------------------------------------
-
-
-def _build(defaults: dict, overrides: dict) -> HSW:
-    names = {f.name for f in fields(HSWConfig)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise TypeError(f"unknown HSWConfig option(s) {unknown}; valid: {sorted(names)}")
-    return HSW(HSWConfig(**{**defaults, **overrides}))
 
 
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
 def hsw(**overrides) -> HSW:
     """The seed's sizes: C=96 (widths 96/192/384/768), depths 2/2/6/2, heads 3/6/12/24, W=128, L=4096,
     byte vocabulary, 11 classes (27,807,521 parameters)."""
-    return _build({}, overrides)
+    return HSW(build_config(HSWConfig, {}, overrides))
 
 
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
 def hsw_small(**overrides) -> HSW:
     """For CPU budgets: C=64 (widths 64/128/256/512), depths 1/1/2/1, heads 2/4/8/16 (head width 32), W=128,
     L=4096, a 64-wide embedding (the 768-wide one only mirrors the authors' frozen table); 5,708,965 parameters."""
-    return _build(dict(d_model=64, depths=(1, 1, 2, 1), heads=(2, 4, 8, 16), embed_dim=64), overrides)
+    return HSW(
+        build_config(HSWConfig, dict(d_model=64, depths=(1, 1, 2, 1), heads=(2, 4, 8, 16), embed_dim=64), overrides)
+    )

@@ -46,6 +46,18 @@ def _entry(name: str) -> ModelEntry:
     return _REGISTRY[name]
 
 
+def build_config(config_cls: type, defaults: dict, overrides: dict):
+    """``config_cls(**defaults, **overrides)``; an unknown override is a TypeError naming the valid ones.
+
+    What every ``@register_model`` function calls: ``Model(build_config(ModelConfig, variant_defaults, overrides))``.
+    """
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise TypeError(f"unknown {config_cls.__name__} option(s) {unknown}; valid: {sorted(names)}")
+    return config_cls(**{**defaults, **overrides})
+
+
 def create_model(name: str, **overrides) -> nn.Module:
     """Build the registered variant ``name``; ``overrides`` replace fields of its config."""
     return _entry(name).builder(**overrides)

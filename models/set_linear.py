@@ -22,10 +22,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.encoder import build_config
-from models.layers.set_blocks import check_set_inputs, count_params
+from models.layers.params import NumParamsMixin
+from models.layers.set_blocks import check_set_inputs
 from models.layers.transformer import masked_mean
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -78,7 +78,7 @@ class SetLinearConfig:
             raise ValueError(f"pool must be 'mean' or 'max', got {self.pool!r}")
 
 
-class SetLinearNet(nn.Module):
+class SetLinearNet(NumParamsMixin, nn.Module):
     """``model(x (B, N, dim_input), mask (B, N) bool | None) -> (B, N, dim_output)``, permutation-equivariant.
 
     Pooling runs over the real entities only, so padding never changes the real entities' outputs; padded
@@ -96,9 +96,6 @@ class SetLinearNet(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(F.relu(x) if i > 0 else x, mask)  # (B, N, dim_hidden), last (B, N, dim_output)
         return x if mask is None else x.masked_fill(~mask[..., None], 0.0)
-
-    def get_num_params(self) -> int:
-        return count_params(self)
 
 
 @register_model(kind="set", tags=("permutation_equivariant", "baseline"))

@@ -26,9 +26,9 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from models.encoder import build_config
-from models.layers.set_blocks import check_set_inputs, count_params
-from models.registry import register_model
+from models.layers.params import NumParamsMixin
+from models.layers.set_blocks import check_set_inputs
+from models.registry import build_config, register_model
 
 ORDERS = ("shuffle", "sorted")
 
@@ -79,7 +79,7 @@ class SetLSTMConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
 
 
-class SetLSTM(nn.Module):
+class SetLSTM(NumParamsMixin, nn.Module):
     """``model(x (B, N, dim_input), mask (B, N) bool | None) -> (B, N, dim_output)``.
 
     bi-LSTM(dim_hidden per direction, num_layers) -> Linear(2 * dim_hidden, dim_output), per entity.
@@ -113,9 +113,6 @@ class SetLSTM(nn.Module):
         inverse = perm.argsort(dim=1)  # (B, N): where each input entity sits in reading order
         y = ys.gather(1, inverse[..., None].expand_as(ys))  # (B, N, dim_output): back in input order
         return y.masked_fill(~mask[..., None], 0.0)
-
-    def get_num_params(self) -> int:
-        return count_params(self)
 
 
 @register_model(kind="set", tags=("baseline",))

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from models.encoder import build_config
-from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs, count_params
-from models.registry import register_model
+from models.layers.params import NumParamsMixin
+from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs
+from models.registry import build_config, register_model
 
 
 @dataclass
@@ -58,7 +58,7 @@ class SetTransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
 
 
-class SetTransformer(nn.Module):
+class SetTransformer(NumParamsMixin, nn.Module):
     """``model(x (B, N, dim_input), mask (B, N) bool | None) -> (B, N, dim_output)`` (or (B, dim_output) pooled).
 
     ``mask`` True = real entity; padded entities are never attention keys, so they do not change the real
@@ -83,9 +83,6 @@ class SetTransformer(nn.Module):
         for block in self.blocks:
             h = block(h, mask)  # (B, N, D)
         return self.head(h, mask)  # (B, N, dim_output) or (B, dim_output)
-
-    def get_num_params(self) -> int:
-        return count_params(self)
 
     def arch_code(self) -> str:
         """Seed 003 Table 1 code: (hidden units - inducing points - layers); SAB has no inducing points."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.encoder import EncoderClassifier, EncoderConfig, build_config
+from models.encoder import EncoderClassifier, EncoderConfig
 from models.layers import PatternSelfAttention
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 
 @dataclass

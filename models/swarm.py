@@ -57,9 +57,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import SetPoolingHead
 from models.layers.transformer import masked_mean
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 POOLINGS = ("mean", "max", "causal")
 HEADS = ("none", "mean", "pma")
@@ -538,7 +539,7 @@ class SwarmLayer(nn.Module):
         return self.out(torch.cat([h, c], dim=-1))  # (B, D_out)
 
 
-class Swarm(nn.Module):
+class Swarm(NumParamsMixin, nn.Module):
     """SWARM set model: ``num_layers`` SwarmLayers with a ReLU between them, optional masked-mean head.
 
     ``forward(x (B, N, dim_input), mask (B, N) bool | None, True = real entity)`` returns (B, N, dim_output),
@@ -589,9 +590,6 @@ class Swarm(nn.Module):
             x = layer.causal_step(F.relu(x) if k else x, state)  # (B, D)
         return x
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     @staticmethod
     def expected_num_params(cfg: SwarmConfig) -> int:
         """Per layer 4H*D_in + 4H (W_ih, b) + 2 * 4H*H (W_hh, W_hp) + 2H*D_out + D_out (output Linear); head none/mean."""
@@ -602,18 +600,10 @@ class Swarm(nn.Module):
         return sum(4 * H * a + 4 * H + 8 * H * H + 2 * H * b + b for a, b in zip(dims[:-1], dims[1:]))
 
 
-def _build(defaults: dict, overrides: dict) -> Swarm:
-    fields = SwarmConfig.__dataclass_fields__
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError(f"unknown Swarm option(s) {unknown}; valid: {sorted(fields)}")
-    return Swarm(SwarmConfig(**{**defaults, **overrides}))
-
-
 @register_model(kind="set", tags=("swarm",))
 def swarm(**overrides) -> Swarm:
     """Seed 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
-    return _build({}, overrides)
+    return Swarm(build_config(SwarmConfig, {}, overrides))
 
 
 # ---- the authors' key names <-> ours ----------------------------------------------------------------------

@@ -39,7 +39,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.registry import register_model
+from models.layers.params import NumParamsMixin
+from models.registry import build_config, register_model
 from models.swarm import Swarm, SwarmConfig
 
 N_VALUES = 256  # 8-bit pixel values, one categorical per sub-pixel
@@ -85,7 +86,7 @@ def location_features_2d(H: int, W: int, dim: int) -> torch.Tensor:
     return feats.reshape(H, W, dim).float()
 
 
-class SwarmTransformer(nn.Module):
+class SwarmTransformer(NumParamsMixin, nn.Module):
     """``forward(pixels (B, C, H, W) long in [0, 255], labels (B,) long | None) -> logits (B, 256, C, H, W)``."""
 
     def __init__(self, cfg: SwarmTransformerConfig):
@@ -234,9 +235,6 @@ class SwarmTransformer(nn.Module):
                 seq[:, l] = _draw(flat[:, l], temperature, generator)
         return self.from_sequence(seq)
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
 
 def _draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     if not temperature > 0:
@@ -268,21 +266,13 @@ class _eval_mode:
         self.module.train(self.was_training)
 
 
-def _build(defaults: dict, overrides: dict) -> SwarmTransformer:
-    fields = SwarmTransformerConfig.__dataclass_fields__
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError(f"unknown SwarmTransformer option(s) {unknown}; valid: {sorted(fields)}")
-    return SwarmTransformer(SwarmTransformerConfig(**{**defaults, **overrides}))
-
-
 @register_model(kind="image", tags=("swarm",))
 def swarm_transformer(**overrides) -> SwarmTransformer:
     """Seed 003 §4.3 / README MNIST: embeddings 256, 1 causal SWARM layer, 256 hidden, 10 iterations."""
-    return _build({}, overrides)
+    return SwarmTransformer(build_config(SwarmTransformerConfig, {}, overrides))
 
 
 @register_model(kind="image", tags=("swarm",))
 def swarm_transformer_small(**overrides) -> SwarmTransformer:
     """CPU budget: embeddings 64, 64 hidden, 4 iterations, 1 layer (~16x fewer FLOPs per pixel)."""
-    return _build(dict(dim=64, dim_hidden=64, n_iter=4), overrides)
+    return SwarmTransformer(build_config(SwarmTransformerConfig, dict(dim=64, dim_hidden=64, n_iter=4), overrides))

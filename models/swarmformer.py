@@ -34,8 +34,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers import GateNet
-from models.registry import register_model
+from models.layers import GateNet, Mlp
+from models.layers.params import NumParamsMixin
+from models.registry import build_config, register_model
 
 
 @dataclass
@@ -151,19 +152,6 @@ class _PadInfo:
 # ---- blocks ---------------------------------------------------------------------------------------------
 
 
-class Mlp(nn.Module):
-    """Linear(D, D) -> GELU -> Dropout -> Linear(D, D)."""
-
-    def __init__(self, dim: int, dropout: float):
-        super().__init__()
-        self.fc1 = nn.Linear(dim, dim)
-        self.drop = nn.Dropout(dropout)
-        self.fc2 = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(F.gelu(self.fc1(x))))
-
-
 def _gate_fc1_split(gate: GateNet, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """``gate.fc1([x; u])`` without the concat: ``x @ Wx.T + u @ Wu.T + b`` with W = [Wx | Wu]."""
     D = x.shape[-1]
@@ -185,7 +173,7 @@ class LocalSwarmAggregator(nn.Module):
         super().__init__()
         self.fast = fast
         self.drop = nn.Dropout(dropout)
-        self.mlp = Mlp(dim, dropout)
+        self.mlp = Mlp(dim, dim, dropout)
         self.gate = GateNet(dim)
 
     def forward(self, x: torch.Tensor, pad: _PadInfo | None = None) -> torch.Tensor:
@@ -325,7 +313,7 @@ class SwarmFormerLayer(nn.Module):
         return x
 
 
-class SwarmFormer(nn.Module):
+class SwarmFormer(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask=None) -> logits (B, num_classes)``.
 
     The reference model ignores ``attention_mask`` (the authors mean-pool over PAD tokens too); with
@@ -373,21 +361,10 @@ class SwarmFormer(nn.Module):
             pooled = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)  # (B, D): mean over real tokens
         return self.head(self._dropout(self.head_drop, pooled))  # (B, num_classes)
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     @staticmethod
     def expected_num_params(cfg: SwarmFormerConfig) -> int:
         d = cfg.d_model
         return cfg.vocab_size * d + cfg.num_layers * (12 * d * d + 10 * d) + d * cfg.num_classes + cfg.num_classes
-
-
-def _build(defaults: dict, overrides: dict) -> SwarmFormer:
-    fields = SwarmFormerConfig.__dataclass_fields__
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise TypeError(f"unknown SwarmFormer option(s) {unknown}; valid: {sorted(fields)}")
-    return SwarmFormer(SwarmFormerConfig(**{**defaults, **overrides}))
 
 
 _SMALL = dict(d_model=128, cluster_size=8, seq_len=256, t_local=3, num_layers=2)
@@ -397,25 +374,25 @@ _BASE = dict(d_model=192, cluster_size=4, seq_len=768, t_local=3, num_layers=2)
 @register_model(tags=("swarmformer", "reference"))
 def swarmformer_small(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Small': D=128, S=8, L=256, T_local=3, 2 layers (4,302,850 parameters)."""
-    return _build(_SMALL, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, _SMALL, overrides))
 
 
 @register_model(tags=("swarmformer", "reference"))
 def swarmformer_base(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Base': D=192, S=4, L=768, T_local=3, 2 layers (6,749,186 parameters)."""
-    return _build(_BASE, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, _BASE, overrides))
 
 
 @register_model(tags=("swarmformer", "padding_aware"))
 def swarmformer_small_padaware(**overrides) -> SwarmFormer:
     """'Small' that ignores PAD: masked neighbour/cluster means and pooling, no wrap-around (same parameters)."""
-    return _build({**_SMALL, "padding_aware": True}, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, {**_SMALL, "padding_aware": True}, overrides))
 
 
 @register_model(tags=("swarmformer", "padding_aware"))
 def swarmformer_base_padaware(**overrides) -> SwarmFormer:
     """'Base' that ignores PAD: masked neighbour/cluster means and pooling, no wrap-around (same parameters)."""
-    return _build({**_BASE, "padding_aware": True}, overrides)
+    return SwarmFormer(build_config(SwarmFormerConfig, {**_BASE, "padding_aware": True}, overrides))
 
 
 # ---- the authors' published key names <-> ours -------------------------------------------------------

@@ -48,7 +48,7 @@ no noise: ``softmax(logits / tau)``, or the one-hot argmax when ``gumbel_hard``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -59,8 +59,9 @@ from models.layers.clustering import ChunkClusters, GumbelRouter, lcm
 from models.layers.gates import GateNet
 from models.layers.mlp import Mlp
 from models.layers.neighbours import NeighbourMean
+from models.layers.params import NumParamsMixin
 from models.layers.window_attention import LocalWindowAttention
-from models.registry import register_model
+from models.registry import build_config, register_model
 
 # switch name -> registered ablation suffix (each ablation turns exactly this one switch off)
 SWITCHES: dict[str, str] = {
@@ -280,7 +281,7 @@ class EnhancedSwarmLayer(nn.Module):
         return self.broadcast(x, reps, self.clusters, assign)  # (B, L, D)
 
 
-class EnhancedSwarmFormer(nn.Module):
+class EnhancedSwarmFormer(NumParamsMixin, nn.Module):
     """Text classifier: ``model(input_ids (B, L), attention_mask (B, L) bool | None) -> logits (B, num_classes)``.
 
     ``attention_mask`` True = real token; PAD is excluded from attention keys, neighbour means, routing,
@@ -354,9 +355,6 @@ class EnhancedSwarmFormer(nn.Module):
             pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)  # (B, D): mean over real tokens
         return self.head(self.head_drop(pooled))  # (B, num_classes)
 
-    def get_num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
 
 def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: float, epochs: int):
     """An engine callback ``cb(state)`` (after each evaluation) that anneals the temperature geometrically per epoch.
@@ -395,38 +393,32 @@ _BASE = dict(
 _ALL_OFF = {switch: False for switch in SWITCHES}
 
 
-def _build(defaults: dict, overrides: dict) -> EnhancedSwarmFormer:
-    names = {f.name for f in fields(EnhancedSwarmFormerConfig)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise TypeError(f"unknown EnhancedSwarmFormer option(s) {unknown}; valid: {sorted(names)}")
-    return EnhancedSwarmFormer(EnhancedSwarmFormerConfig(**{**defaults, **overrides}))
-
-
 @register_model(tags=("swarmformer", "swarmformer_enhanced"))
 def swarmformer_enhanced_small(**overrides) -> EnhancedSwarmFormer:
     """All seven changes on; D=128, 2 layers, L=256, S=8 (C=32, 16), T_local=3, 4 heads x 32, window +-16
     (4,509,962 parameters)."""
-    return _build(_SMALL, overrides)
+    return EnhancedSwarmFormer(build_config(EnhancedSwarmFormerConfig, _SMALL, overrides))
 
 
 @register_model(tags=("swarmformer", "swarmformer_enhanced"))
 def swarmformer_enhanced_base(**overrides) -> EnhancedSwarmFormer:
     """All seven changes on; D=192, 2 layers, L=768, S=4 (C=192, 96), T_local=3, 6 heads x 32, window +-16
     (7,253,390 parameters)."""
-    return _build(_BASE, overrides)
+    return EnhancedSwarmFormer(build_config(EnhancedSwarmFormerConfig, _BASE, overrides))
 
 
 @register_model(tags=("swarmformer", "swarmformer_enhanced", "ablation"))
 def swarmformer_enhanced_small_all_off(**overrides) -> EnhancedSwarmFormer:
     """Every switch off: the original SwarmFormer Small computation, made padding-aware (attn_dropout as the
     original's 0.4, so training matches it too); 4,302,850 parameters, as swarmformer_small."""
-    return _build({**_SMALL, **_ALL_OFF, "attn_dropout": 0.4}, overrides)
+    return EnhancedSwarmFormer(
+        build_config(EnhancedSwarmFormerConfig, {**_SMALL, **_ALL_OFF, "attn_dropout": 0.4}, overrides)
+    )
 
 
 def _register_ablation(switch: str, suffix: str) -> None:
     def builder(**overrides) -> EnhancedSwarmFormer:
-        return _build({**_SMALL, switch: False}, overrides)
+        return EnhancedSwarmFormer(build_config(EnhancedSwarmFormerConfig, {**_SMALL, switch: False}, overrides))
 
     builder.__name__ = builder.__qualname__ = f"swarmformer_enhanced_small_{suffix}"
     builder.__doc__ = f"swarmformer_enhanced_small with only ``{switch}`` turned off (ablation)."

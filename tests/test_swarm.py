@@ -61,7 +61,7 @@ def test_config_and_input_errors():
         tiny(pooling="sum")
     with pytest.raises(ValueError, match="head must be one of"):
         tiny(head="max")
-    with pytest.raises(TypeError, match="unknown Swarm option"):
+    with pytest.raises(TypeError, match="unknown SwarmConfig option"):
         tiny(hidden=3)
     with pytest.raises(ValueError, match="dim_input=3"):
         tiny()(torch.randn(2, 5, 2))

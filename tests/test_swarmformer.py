@@ -29,7 +29,7 @@ def test_seq_len_not_divisible_is_a_clear_error():
 def test_unknown_model_and_option_errors():
     with pytest.raises(KeyError, match="unknown model 'swarmformer_smal'.*did you mean swarmformer_small"):
         models.create_model("swarmformer_smal")
-    with pytest.raises(TypeError, match="unknown SwarmFormer option"):
+    with pytest.raises(TypeError, match="unknown SwarmFormerConfig option"):
         models.create_model("swarmformer_small", d_modle=8)
 
 

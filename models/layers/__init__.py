@@ -9,16 +9,19 @@ from models.layers.attention_patterns import (
     sliding_chunks_attention,
 )
 from models.layers.gates import GateNet
+from models.layers.mlp import Mlp
+from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import ISAB, MAB, PMA, SAB, SetPoolingHead
-from models.layers.transformer import FeedForward, PreLNBlock, masked_mean, sinusoidal_positions
+from models.layers.transformer import PreLNBlock, masked_mean, sinusoidal_positions
 
 __all__ = [
-    "FeedForward",
     "GateNet",
     "ISAB",
     "MAB",
+    "Mlp",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",
+    "NumParamsMixin",
     "PMA",
     "PatternSelfAttention",
     "PreLNBlock",

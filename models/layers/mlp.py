@@ -1,3 +1,5 @@
+"""The one feed-forward block of every model: ``fc2(Dropout(GELU(fc1(x))))``."""
+
 from __future__ import annotations
 
 import torch
@@ -8,10 +10,14 @@ import torch.nn.functional as F
 class Mlp(nn.Module):
     """``fc2(Dropout(GELU(fc1(x))))``: Linear(D, hidden) -> GELU -> Dropout -> Linear(hidden, D).
 
+    The FFN of the pre-LN encoder block (hidden = mlp_ratio * D), of HSW and of the Enhanced SwarmFormer,
+    and the local aggregator's MLP of the reference SwarmFormer (hidden = D). ``fc1`` and ``fc2`` are
+    state-dict names (and the SwarmFormer fast path reads their weights directly): keep them.
+
     Args:
         dim: input and output width D.
-        hidden: inner width (the original SwarmFormer uses D).
-        dropout: dropout on the hidden activations.
+        hidden: inner width (``mlp_ratio * D`` in a transformer block; the original SwarmFormer uses D).
+        dropout: dropout on the hidden activations (after GELU).
     """
 
     def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
@@ -21,4 +27,4 @@ class Mlp(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(F.gelu(self.fc1(x))))
+        return self.fc2(self.drop(F.gelu(self.fc1(x))))  # (..., D)

@@ -242,9 +242,4 @@ def check_set_inputs(x: torch.Tensor, mask: torch.Tensor | None, dim_input: int,
     return mask.bool()
 
 
-def count_params(module: nn.Module) -> int:
-    """Number of parameters of ``module`` (what every model's ``get_num_params()`` reports)."""
-    return sum(p.numel() for p in module.parameters())
-
-
-__all__ = ["ISAB", "MAB", "PMA", "POOLINGS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs", "count_params"]
+__all__ = ["ISAB", "MAB", "PMA", "POOLINGS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs"]

@@ -1,4 +1,4 @@
-"""Transformer building blocks shared by the attention baselines: pre-LN block, MLP, positions, pooling."""
+"""Transformer building blocks shared by the attention baselines: pre-LN block, positions, pooling."""
 
 from __future__ import annotations
 
@@ -6,26 +6,8 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-
-class FeedForward(nn.Module):
-    """Linear(D, r*D) -> GELU -> Dropout -> Linear(r*D, D).
-
-    Args:
-        dim: model width D.
-        hidden: inner width (usually 4 * D).
-        dropout: dropout after the activation.
-    """
-
-    def __init__(self, dim: int, hidden: int, dropout: float):
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.drop = nn.Dropout(dropout)
-        self.fc2 = nn.Linear(hidden, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(F.gelu(self.fc1(x))))
+from models.layers.mlp import Mlp
 
 
 class PreLNBlock(nn.Module):
@@ -43,7 +25,7 @@ class PreLNBlock(nn.Module):
         self.ln1 = nn.LayerNorm(dim)
         self.attn = attn
         self.ln2 = nn.LayerNorm(dim)
-        self.ffn = FeedForward(dim, mlp_ratio * dim, dropout)
+        self.ffn = Mlp(dim, mlp_ratio * dim, dropout)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
