@@ -1,7 +1,9 @@
 """The report as one document: what it reads (every task key it can find, the papers' rows, the ledgers, dvc.lock's
 staleness), the state its sections share (what is missing, the disagreements, the figures drawn), and the order in
-which the sections are computed and laid out. Writing it out is ``write``; the sections are in ``papers`` (our numbers
-beside the papers'), ``tables`` (status, cross-family, runtime, ablations, side runs, data) and ``figures``.
+which the sections are computed and laid out. Writing it out is ``write``. The sections are functions of the
+``Report`` in their own modules: ``papers`` (our numbers beside the papers', the disagreements, the papers' MLflow
+runs), ``memory``, ``tables`` (status, cross-family, runtime, data, reproduce), ``figures``, ``ablations``, ``side``;
+the claims ledger that opens the report is ``render``.
 
 ``swarmlab.report`` imports no pipeline, task or model code: what the report asks of them (a task's monitored metric,
 a model's effective config, a profile's training settings, an ablation grid's points, the models of a kind) comes in
@@ -17,7 +19,7 @@ from typing import Callable
 
 from swarmlab.document import Bullets, Document, Heading, Image, Para, to_html, to_markdown
 from swarmlab.io import atomic_dir, atomic_write_text
-from swarmlab.report import figures, papers, tables
+from swarmlab.report import ablations, figures, memory, papers, side, tables
 from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
@@ -167,7 +169,6 @@ class Report:
         src = f"{entry['source']} {entry['where']}"
         return f"{src} · {self.ml.link(run)}" if run is not None else f"{src} · `{entry['key']}`"
 
-    # --------------------------------------------------------------------------------------- sections
     def config_of(self, task: str, model: str) -> dict | None:
         """The effective config of ``model`` on ``task`` (registered defaults + the params' overrides); None when the
         model cannot be built here."""
@@ -182,20 +183,21 @@ class Report:
     def result_of(self, task: str, key: str):
         return self.results.get(task, {}).get(key)
 
+    # --------------------------------------------------------------------------------------- sections
     def build(self) -> Document:
         """Compute every section (in the order their side effects need), then lay them out."""
         status = tables.status_section(self)
         papers_ = papers.papers_section(self)  # fills self.disagreements ...
-        memory = papers.memory_section(self)  # ... and so does this one
+        memory_ = memory.memory_section(self)  # ... and so does this one
         sections = [
             papers_,
             papers.disagreement_section(self),
             tables.cross_family_section(self),
             figures.figures_section(self),
-            memory,
+            memory_,
             tables.runtime_section(self),
-            tables.ablation_section(self),
-            tables.side_section(self),
+            ablations.ablation_section(self),
+            side.side_section(self),
             tables.data_section(self),
             papers.baselines_section(self),
             tables.reproduce_section(self),

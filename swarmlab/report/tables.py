@@ -1,21 +1,18 @@
-"""The report's tables that are not the papers': what was read (status), every model per task (cross-family),
-runtime, the ablation grids, the side runs under reports/side/, the data summaries, and how to reproduce it all.
+"""The report's tables per task that are not the papers': what was read (status), every model per task
+(cross-family, with its budget and side runs), runtime, the data summaries, and how to reproduce it all.
 Each section is a function of the ``Report`` (``swarmlab.report.assemble``) that returns document blocks and adds
 what it finds missing to ``rep.missing``."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from swarmlab.document import Code, Document, Heading, Para, Table
-from swarmlab.errors import SwarmlabError
-from swarmlab.report import plots
 from swarmlab.report.baselines import EXPERIMENT
-from swarmlab.report.cells import fmt, is_number, prov_text, rel, short
-from swarmlab.report.inputs import read_json, side_dirs, side_metrics
-from swarmlab.report.presentation import BENCHMARKS, RUNTIME_PREFIXES, TASKS
-from swarmlab.report.provenance import provenance
+from swarmlab.report.cells import fmt, is_number
+from swarmlab.report.inputs import read_json
+from swarmlab.report.presentation import BENCHMARKS, RUNTIME_PREFIXES
+from swarmlab.report.side import side_rows
 from swarmlab.settings import flatten
 
 if TYPE_CHECKING:  # a type only: assemble imports this module
@@ -176,32 +173,6 @@ def budget(rep: Report, key: str) -> str:
     return text
 
 
-def side_rows(rep: Report, key: str) -> list[list[str]]:
-    rows = []
-    mon = rep.tasks[key].monitor if key in rep.tasks else "loss"
-    for side in side_dirs(rep.reports):
-        mapped = side.name in TASKS.get(key, {}).get("side", [])
-        for d, tr, ev in side_metrics(side):
-            if not (mapped or key in d.relative_to(side).parts):
-                continue
-            for model in sorted(set(tr) | set(ev)):
-                a, b = tr.get(model) or {}, ev.get(model) or {}
-                if not isinstance(a, dict) or not isinstance(b, dict):
-                    continue
-                rows.append(
-                    [
-                        f"`{model}`",
-                        fmt(a.get("num_params", b.get("num_params")), "num_params"),
-                        fmt(a.get(f"val_{mon}"), mon),
-                        fmt(b.get(f"test_{mon}"), mon),
-                        fmt(a.get("train_samples_per_s")),
-                        f"[{rel(d, rep.reports)}]({rel(side, rep.reports)}/README.md) · "
-                        f"{prov_text(provenance(b or a, d))}",
-                    ]
-                )
-    return rows
-
-
 def runtime_section(rep: Report):
     d = Document("")
     d.add(
@@ -274,165 +245,6 @@ def runtime_section(rep: Report):
     return d.blocks
 
 
-def ablation_section(rep: Report):
-
-    d = Document("")
-    grids = dict(rep.params.get("ablations") or {})
-    on_disk = sorted(p.name for p in (rep.reports / "ablations").glob("*") if p.is_dir())
-    d.add(
-        Heading(2, "Ablations"),
-        Para(
-            "Grids defined under `ablations:` in params.yaml, one command each (`python -m pipelines.ablate --grid "
-            "<name>`); every point trains in a workspace of its own at the active profile's settings."
-        ),
-    )
-    for name in list(grids) + [g for g in on_disk if g not in grids]:
-        spec = grids.get(name) or {}
-        results = read_json(rep.reports / "ablations" / name / "results.json")
-        d.add(Heading(3, f"`{name}`"))
-        if spec.get("description"):
-            d.add(Para(spec["description"]))
-        if not results:
-            try:
-                points = [p["label"] for p in rep.code.grid_points(rep.params, name)]
-            except SwarmlabError as exc:
-                points = [f"(grid not valid: {exc})"]
-            rep.missing.append(
-                f"ablation `{name}`: not run: `python -m pipelines.ablate --grid {name}` ({len(points)} points)"
-            )
-            d.add(
-                Para(
-                    f"Not run yet: `python -m pipelines.ablate --grid {name}` — points: "
-                    + ", ".join(f"`{p}`" for p in points)
-                    + "."
-                )
-            )
-            continue
-        mon = results.get("monitor", "loss")
-        rows, labels, val, test = [], [], [], []
-        for e in results.get("points", []):
-            models = sorted(set((e.get("train") or {})) | set((e.get("evaluate") or {}))) or [e.get("model") or "?"]
-            for model in models:
-                tr, ev = (e.get("train") or {}).get(model) or {}, (e.get("evaluate") or {}).get(model) or {}
-                label = e["label"] if len(models) == 1 else f"{e['label']} / {model}"
-                run_id = (e.get("runs") or {}).get(model)
-                run = rep.ml.get(run_id) if run_id else None
-                link = rep.ml.link(run) if run is not None else (f"run `{run_id[:8]}`" if run_id else "no MLflow run")
-                rows.append(
-                    [
-                        label,
-                        e.get("status", "?"),
-                        fmt(tr.get(f"val_{mon}"), mon),
-                        fmt(ev.get(f"test_{mon}"), mon),
-                        fmt(tr.get("num_params"), "num_params"),
-                        fmt(tr.get("train_samples_per_s")),
-                        fmt(tr.get("train_time_s")),
-                        str(tr.get("stopped", "—")),
-                        f"{link} · {short(ev.get('git_commit') or results.get('git_commit'))}",
-                    ]
-                )
-                labels.append(label)
-                val.append(tr.get(f"val_{mon}") if is_number(tr.get(f"val_{mon}")) else None)
-                test.append(ev.get(f"test_{mon}") if is_number(ev.get(f"test_{mon}")) else None)
-        d.add(
-            Para(
-                f"Task `{results.get('task')}`, profile `{results.get('profile')}`, command `{results.get('command')}`, "
-                f"commit {short(results.get('git_commit'))}."
-            ),
-            Table(
-                [
-                    "point",
-                    "status",
-                    f"val {mon}",
-                    f"test {mon}",
-                    "parameters",
-                    "train samples/s",
-                    "net train s",
-                    "stopped",
-                    "run · commit",
-                ],
-                rows,
-                "llrrrrrll",
-            ),
-        )
-        if any(v is not None for v in val + test):
-            img = rep.figure(
-                f"ablation_{name}",
-                lambda p, n=name: plots.ablation_plot(
-                    labels, {"validation": val, "test": test}, f"ablation {n}: {mon}", mon, p
-                ),
-            )
-            if img:
-                img.caption = f"ablation `{name}`: {mon} per point"
-                d.add(img)
-        not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
-        if not_run:
-            rep.missing.append(
-                f"ablation `{name}`: points not finished: {', '.join(not_run)} "
-                f"(`python -m pipelines.ablate --grid {name} --resume`)"
-            )
-    return d.blocks
-
-
-def side_section(rep: Report):
-    d = Document("")
-    d.add(
-        Heading(2, "Side runs (`reports/side/`)"),
-        Para("Runs made outside DVC with the same stages, committed with their commands (each folder's README)."),
-    )
-    sides = side_dirs(rep.reports)
-    if not sides:
-        d.add(Para("None."))
-        return d.blocks
-    for side in sides:
-        readme = side / "README.md"
-        title = (
-            next(
-                (
-                    ln.lstrip("# ").strip()
-                    for ln in readme.read_text(encoding="utf-8").splitlines()
-                    if ln.startswith("#")
-                ),
-                side.name,
-            )
-            if readme.is_file()
-            else side.name
-        )
-        d.add(Heading(3, f"`{side.name}`: {title}"))
-        if readme.is_file():
-            d.add(Para(f"Commands and settings: [{rel(readme, rep.reports)}]({rel(readme, rep.reports)})."))
-        for folder, tr, ev in side_metrics(side):
-            metrics = sorted(
-                {
-                    k
-                    for m in list(tr.values()) + list(ev.values())
-                    if isinstance(m, dict)
-                    for k, v in m.items()
-                    if re.match(r"(val|test)_", k) and k != "test_rows" and is_number(v)
-                }
-            )
-            rows = []
-            for model in sorted(set(tr) | set(ev)):
-                a, b = tr.get(model) or {}, ev.get(model) or {}
-                if not isinstance(a, dict) or not isinstance(b, dict):
-                    continue
-                merged = {**a, **b}
-                rows.append(
-                    [f"`{model}`", fmt(merged.get("num_params"), "num_params")]
-                    + [fmt(merged.get(m), m) for m in metrics]
-                    + [fmt(a.get("train_samples_per_s")), prov_text(provenance(b or a, folder))]
-                )
-            d.add(
-                Para(f"`{rel(folder, rep.reports)}`:"),
-                Table(
-                    ["model", "parameters"] + metrics + ["train samples/s", "commit"],
-                    rows,
-                    "l" + "r" * (len(metrics) + 2) + "l",
-                ),
-            )
-    return d.blocks
-
-
 def data_section(rep: Report):
     d = Document("")
     d.add(Heading(2, "Data"))
@@ -475,36 +287,3 @@ def reproduce_section(rep: Report) -> list:
             )
         ),
     ]
-
-
-def markdown_blocks(text: str) -> list:
-    """A Markdown fragment of pipe tables and paragraphs (benchmark tables) as document blocks."""
-    blocks, table, para = [], [], []
-
-    def flush():
-        if table:
-            cells = [
-                [c.strip() for c in ln.strip().strip("|").split("|")]
-                for ln in table
-                if not re.match(r"^\|[-:| ]+\|$", ln.strip())
-            ]
-            if cells:
-                blocks.append(Table(cells[0], cells[1:]))
-            table.clear()
-        if para:
-            blocks.append(Para(" ".join(para)))
-            para.clear()
-
-    for line in text.splitlines():
-        if line.strip().startswith("|"):
-            if para:
-                flush()
-            table.append(line)
-        elif line.strip():
-            if table:
-                flush()
-            blocks.append(Para(line.strip()))
-        else:
-            flush()
-    flush()
-    return blocks
