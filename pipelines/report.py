@@ -3,8 +3,8 @@ document: ``reports/REPORT.md`` and ``reports/report.html`` (self-contained: ima
 script, no CDN; renders offline), plus ``reports/report/`` (the figures REPORT.md shows and the data of
 the top-level `dvc plots`: training curves and confusion matrices in long form).
 
-It reads, for every task key it can find (params sections, the tables below, the papers' baselines and the
-folders under reports/), whatever exists: ``reports/train/<key>/`` (metrics.json, history/),
+It reads, for every task key it can find (params sections, swarmlab/report/presentation.py, the papers' baselines and
+the folders under reports/), whatever exists: ``reports/train/<key>/`` (metrics.json, history/),
 ``reports/evaluate/<key>/`` (metrics.json, plots/), ``reports/sweep/<key>/``, ``reports/data/<key>/``,
 ``reports/sample/<key>/``, ``reports/frontier/<key>/``, ``reports/memory_scaling/``,
 ``reports/augment/``, ``reports/ablations/<grid>/`` (pipelines/ablate.py), ``reports/side/*/`` and the MLflow
@@ -12,6 +12,9 @@ store (run ids, commits, the papers' runs); nothing else. A missing input is a l
 is missing and which command makes it, never an error. MLflow is optional: without a store the report says so.
 
 The output is deterministic: the same inputs give the same bytes (no dates, sorted keys, PNGs without metadata).
+
+This module only parses the arguments and hands the library (swarmlab/report/, mapped in docs/reports.md) what it
+asks of the model and task registries and of the params (``CODE``).
 
     python -m pipelines.report [--profile P] [--no-mlflow]
 """
