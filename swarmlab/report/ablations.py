@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
 
 
-def ablation_section(rep: Report):
+def ablation_section(rep: Report) -> list:
 
     d = Document("")
     grids = dict(rep.params.get("ablations") or {})

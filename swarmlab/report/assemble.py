@@ -46,6 +46,9 @@ class CodeBase:
 
 
 class Report:
+    """Everything the sections read (params, tasks, results, baselines, ledgers, staleness, MLflow) and what they
+    add to (missing inputs, disagreements, figures, `dvc plots` data); ``build()`` lays the document out."""
+
     def __init__(
         self,
         params: dict,
@@ -187,14 +190,14 @@ class Report:
     def build(self) -> Document:
         """Compute every section (in the order their side effects need), then lay them out."""
         status = tables.status_section(self)
-        papers_ = papers.papers_section(self)  # fills self.disagreements ...
-        memory_ = memory.memory_section(self)  # ... and so does this one
+        beside_papers = papers.papers_section(self)  # fills self.disagreements ...
+        memory_scaling = memory.memory_section(self)  # ... and so does this one
         sections = [
-            papers_,
+            beside_papers,
             papers.disagreement_section(self),
             tables.cross_family_section(self),
             figures.figures_section(self),
-            memory_,
+            memory_scaling,
             tables.runtime_section(self),
             ablations.ablation_section(self),
             side.side_section(self),

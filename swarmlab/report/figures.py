@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
 
 
-def figures_section(rep: Report):
+def figures_section(rep: Report) -> list:
 
     d = Document("")
     d.add(Heading(2, "Figures"), Heading(3, "Training curves"))

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
 
 
-def memory_section(rep: Report):
+def memory_section(rep: Report) -> list:
     d = Document("")
     d.add(Heading(2, "Memory scaling (seed 000 Figure 3)"))
     folder = rep.reports / "memory_scaling"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
 
 
-def papers_section(rep: Report):
+def papers_section(rep: Report) -> list:
     d = Document("")
     d.add(
         Heading(2, "Our numbers beside the papers'"),
@@ -186,7 +186,7 @@ def check_against(rep: Report, t: TaskData, key: str, entry: dict):
             )
 
 
-def disagreement_section(rep: Report):
+def disagreement_section(rep: Report) -> list:
     d = Document("")
     d.add(Heading(2, "Where we disagree with a paper beyond its stated noise"))
     if not rep.disagreements:
@@ -226,7 +226,7 @@ def disagreement_section(rep: Report):
     return d.blocks
 
 
-def baselines_section(rep: Report):
+def baselines_section(rep: Report) -> list:
     d = Document("")
     d.add(
         Heading(2, "Paper baselines in MLflow"),

@@ -43,7 +43,7 @@ def side_rows(rep: Report, key: str) -> list[list[str]]:
     return rows
 
 
-def side_section(rep: Report):
+def side_section(rep: Report) -> list:
     d = Document("")
     d.add(
         Heading(2, "Side runs (`reports/side/`)"),

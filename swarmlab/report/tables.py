@@ -85,7 +85,7 @@ def status_section(rep: Report) -> list:
     ]
 
 
-def cross_family_section(rep: Report):
+def cross_family_section(rep: Report) -> list:
     d = Document("")
     d.add(
         Heading(2, "Cross-family comparison"),
@@ -173,7 +173,7 @@ def budget(rep: Report, key: str) -> str:
     return text
 
 
-def runtime_section(rep: Report):
+def runtime_section(rep: Report) -> list:
     d = Document("")
     d.add(
         Heading(2, "Runtime"),
@@ -245,7 +245,7 @@ def runtime_section(rep: Report):
     return d.blocks
 
 
-def data_section(rep: Report):
+def data_section(rep: Report) -> list:
     d = Document("")
     d.add(Heading(2, "Data"))
     aug = read_json(rep.reports / "augment" / "metrics.json")
