@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.ablations import grid_points, grid_spec  # noqa: F401 (tests import them from here)
+from pipelines.common.ablations import grid_points, grid_spec
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
 from pipelines.common.runs import task_runs

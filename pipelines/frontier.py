@@ -30,6 +30,7 @@ from pipelines.common.paths import REPORTS_DIR
 from pipelines.common.runs import build_model, default_task, make_task, model_overrides, report_dir
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
+from swarmlab.report.plots import frontier_plot
 
 CODE_FIELDS = ("dim_hidden", "d_model", "num_inds", "n_iter", "num_layers")  # seed 003 Table 1: a-b-c-d
 
@@ -140,40 +141,6 @@ def collect_points(params: dict, task, report_root: Path) -> list[dict]:
     return points
 
 
-def plot(points: list[dict], score: str, path: Path, title: str) -> Path:
-    from swarmlab.plots import pyplot
-
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    families = list(dict.fromkeys(p["family"] for p in points))
-    for i, family in enumerate(families):
-        color = f"C{i % 10}"
-        own = sorted((p for p in points if p["family"] == family), key=lambda p: p["num_params"])
-        front = [p for p in own if p["frontier"]]
-        rest = [p for p in own if not p["frontier"]]
-        if rest:
-            ax.scatter([p["num_params"] for p in rest], [p[score] for p in rest], color=color, alpha=0.25, s=14)
-        ax.plot([p["num_params"] for p in front], [p[score] for p in front], "--o", color=color, ms=5, label=family)
-        ax.plot([own[-1]["num_params"]], [front[-1][score]], "|", color=color, ms=14, mew=2)  # the largest model tried
-        for p in front:
-            ax.annotate(
-                p["code"],
-                (p["num_params"], p[score]),
-                textcoords="offset points",
-                xytext=(4, 4),
-                fontsize=7,
-                color=color,
-            )
-    ax.set_xscale("log")
-    ax.set(xlabel="parameters", ylabel=f"validation {score.removeprefix('val_')}", title=title)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def frontier(params: dict, task_name: str | None = None, *, report_root: Path = REPORTS_DIR) -> dict:
     """Collect the points of a task, mark each family's frontier, write the plot and the tables; returns the table."""
     task = make_task(params, default_task(params, task_name))
@@ -196,7 +163,9 @@ def frontier(params: dict, task_name: str | None = None, *, report_root: Path = 
     ranked = sorted(best.items(), key=lambda kv: kv[1][score], reverse=task.mode == "max")
     out = report_dir("frontier", task.key, report_root)
     out.mkdir(parents=True, exist_ok=True)
-    plot(points, score, out / "frontier.png", f"{task.key} ({params['profile']} profile): {score} against parameters")
+    frontier_plot(
+        points, score, out / "frontier.png", f"{task.key} ({params['profile']} profile): {score} against parameters"
+    )
     lines = [f"| family | code | parameters | {score} | from | points |", "|---|---|---:|---:|---|---:|"]
     lines += [
         f"| {f} | {b['code']} | {b['num_params']:,} | {b[score]:.4f} | {b['source']} | {b['points']} |"

@@ -26,7 +26,7 @@ from pipelines.common.paths import REPORTS_DIR, tracking_uri
 from pipelines.common.tracking import TRAINING_VIEW_TAGS
 from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
-from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote  # noqa: F401
+from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
 
 OUT_DIR = REPORTS_DIR / "paper_baselines"
 

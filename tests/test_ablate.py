@@ -8,7 +8,8 @@ import json
 import pytest
 import yaml
 
-from pipelines.ablate import ablate, grid_points, point_params, write_params_file
+from pipelines.ablate import ablate, point_params, write_params_file
+from pipelines.common.ablations import grid_points
 from pipelines.common.params import load_params
 from swarmlab.errors import SwarmlabError
 

@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.paper_baselines import (
-    BASELINES_FILE,
-    EXPERIMENT,
-    load_baselines,
-    log_baselines,
-    normalise_quote,
-    run_stage,
-)
+from pipelines.paper_baselines import log_baselines, run_stage
+from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 

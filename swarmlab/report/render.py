@@ -1,5 +1,5 @@
 """The ledger as report blocks: the table, one paragraph per track written from the rows, a bar chart per
-comparison with its interval, the figures that claims point at, and the count of test-split re-reads.
+comparison with its interval (drawn by ``swarmlab.report.plots``), the figures that claims point at, and the count of test-split re-reads.
 
 Nothing here is a conclusion typed by hand: every sentence is assembled from a ledger row (its verdict, numbers and
 reasons). ``TRACKS`` only names the tracks.
@@ -24,9 +24,8 @@ from swarmlab.report.ledger import (
     Row,
     fmt,
 )
+from swarmlab.report.plots import comparison_chart
 from swarmlab.report.testsplit import READS, rereads
-from swarmlab.report_figures import COLORS, save
-from swarmlab.plots import pyplot
 
 TRACKS = {
     "000": "Seed 000, SwarmFormer (IMDB, memory)",
@@ -110,23 +109,6 @@ def track_paragraph(seed: str, rows: list[Row]) -> Para:
     if counts[SHOWN]:
         parts.append("Shown for judgement by eye: " + ", ".join(f"`{r.claim.id}`" for r in counts[SHOWN]) + ".")
     return Para(" ".join(parts))
-
-
-def comparison_chart(row: Row, path: Path) -> Path:
-    """Bars of the row's compared values with their 95% intervals (a difference: one bar against 0)."""
-    plt = pyplot()
-    labels = [c[0] for c in row.compared]
-    values = [c[1] for c in row.compared]
-    errs = [[max(0.0, c[1] - c[2]) for c in row.compared], [max(0.0, c[3] - c[1]) for c in row.compared]]
-    fig, ax = plt.subplots(figsize=(6.0, 0.6 + 0.55 * len(labels)))
-    ax.barh(range(len(labels)), values, xerr=errs, color=COLORS[: len(labels)], capsize=4)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.axvline(0, color="black", lw=0.6)
-    ax.set_xlabel(row.claim.decided_by.get("metric", row.claim.metric))
-    ax.set_title(f"{row.claim.id}: {row.verdict}", fontsize=9)
-    ax.invert_yaxis()
-    fig.tight_layout()
-    return save(fig, path)
 
 
 def reread_lines(reports: Path) -> list[str]:

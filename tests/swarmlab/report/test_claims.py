@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.paper_baselines import normalise_quote
+from swarmlab.report.baselines import normalise_quote
 from swarmlab.report.claims import CLAIMS_FILE, check_file, load_claims
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT

@@ -1,12 +1,23 @@
-"""The report's figures (matplotlib, Agg), byte-for-byte reproducible: PNGs carry no Software/date metadata,
-inputs are drawn in a fixed order, and no figure depends on anything but its arguments."""
+"""The report's figures (matplotlib, Agg), drawn in one place: the report stage's and the frontier stage's.
+
+The report's are byte-for-byte reproducible: PNGs carry no Software/date metadata (``save``), inputs are drawn in a
+fixed order, and no figure depends on anything but its arguments. ``frontier_plot`` keeps the frontier stage's own
+format (110 dpi, matplotlib's default metadata) so that its committed PNGs stay as they are.
+
+The tasks' own figures (confusion matrices, sample grids, per-run training curves) are in ``swarmlab.plots``, which
+also owns ``pyplot()``.
+"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swarmlab.plots import pyplot
+
+if TYPE_CHECKING:  # a type only: the frontier stage draws here without importing the ledger (numpy, scipy)
+    from swarmlab.report.ledger import Row
 
 DPI = 100
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
@@ -120,3 +131,54 @@ def ablation_plot(
         ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, path)
+
+
+def comparison_chart(row: Row, path: Path) -> Path:
+    """Bars of a ledger row's compared values with their 95% intervals (a difference: one bar against 0)."""
+    plt = pyplot()
+    labels = [c[0] for c in row.compared]
+    values = [c[1] for c in row.compared]
+    errs = [[max(0.0, c[1] - c[2]) for c in row.compared], [max(0.0, c[3] - c[1]) for c in row.compared]]
+    fig, ax = plt.subplots(figsize=(6.0, 0.6 + 0.55 * len(labels)))
+    ax.barh(range(len(labels)), values, xerr=errs, color=COLORS[: len(labels)], capsize=4)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_xlabel(row.claim.decided_by.get("metric", row.claim.metric))
+    ax.set_title(f"{row.claim.id}: {row.verdict}", fontsize=9)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def frontier_plot(points: list[dict], score: str, path: Path, title: str) -> Path:
+    """Per family: every point (faint), its frontier (dashed, each labelled with its architecture code) and a tick at
+    the largest model tried; validation ``score`` against parameter count (the frontier stage's figure)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    families = list(dict.fromkeys(p["family"] for p in points))
+    for i, family in enumerate(families):
+        color = f"C{i % 10}"
+        own = sorted((p for p in points if p["family"] == family), key=lambda p: p["num_params"])
+        front = [p for p in own if p["frontier"]]
+        rest = [p for p in own if not p["frontier"]]
+        if rest:
+            ax.scatter([p["num_params"] for p in rest], [p[score] for p in rest], color=color, alpha=0.25, s=14)
+        ax.plot([p["num_params"] for p in front], [p[score] for p in front], "--o", color=color, ms=5, label=family)
+        ax.plot([own[-1]["num_params"]], [front[-1][score]], "|", color=color, ms=14, mew=2)  # the largest model tried
+        for p in front:
+            ax.annotate(
+                p["code"],
+                (p["num_params"], p[score]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=color,
+            )
+    ax.set_xscale("log")
+    ax.set(xlabel="parameters", ylabel=f"validation {score.removeprefix('val_')}", title=title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
