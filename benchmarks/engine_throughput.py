@@ -9,7 +9,7 @@ model step, and the engine's ``fit`` (each ``train.compile`` mode asked for).
   (their ``get_memory_usage``: process RSS and ``max_memory_allocated``).
 * **bare step**: ``create_model("swarmformer_small")`` (fast path) on batches already on the device:
   forward, cross-entropy, zero_grad, backward, clip, AdamW; nothing else. The floor ``fit`` is held to.
-* **fit**: ``pipelines.common.engine.fit`` on a tokenized split in memory, timed by its own net-training
+* **fit**: ``swarmlab.engine.fit`` on a tokenized split in memory, timed by its own net-training
   clock over the second stretch of ``--steps`` steps (the first one pays for compilation and warm-up).
 
 Data: random token ids (vocabulary 30,522, L=256, batch 48: the paper profile's shapes). Samples/s are
@@ -38,7 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from benchmarks.machine import describe_cpu  # noqa: E402
 from models import create_model  # noqa: E402
-from pipelines.common.engine import TrainConfig, fit, make_optimizer, sync  # noqa: E402
+from swarmlab.engine import TrainConfig, fit, make_optimizer, sync  # noqa: E402
 from tasks import get_task  # noqa: E402
 from tasks.text_data import TokenizedTextDataset  # noqa: E402
 from tests.reference_swarmformer import AuthorsSwarmFormer  # noqa: E402
@@ -143,7 +143,7 @@ def main(argv=None) -> None:
     )
     if args.threads:
         torch.set_num_threads(args.threads)
-    from pipelines.common.engine import resolve_amp
+    from swarmlab.engine import resolve_amp
 
     amp = "bf16" if resolve_amp(args.amp, device) else "fp32"
     modes = args.compile.split(",")

@@ -20,7 +20,7 @@ Models are compared at *matching width and depth* (printed with the table):
 Byte vocabulary (259), 11 classes, batch ``--batch`` (default 1) of random ids, all tokens real.
 
   * train step = forward, cross-entropy, zero_grad, backward, clip_grad_norm_(1.0), AdamW step (``make_optimizer``:
-    weight decay on matrices but the relative-position tables), as ``pipelines.common.engine.fit`` does per batch;
+    weight decay on matrices but the relative-position tables), as ``swarmlab.engine.fit`` does per batch;
   * inference = ``eval()`` + ``torch.inference_mode()`` forward.
 
 Each (model, length) point gets one untimed warm-up of each, then up to ``--rounds`` timed rounds, interleaved
@@ -50,7 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from benchmarks.machine import describe_machine  # noqa: E402
 from models import create_model  # noqa: E402
-from pipelines.common.engine import TrainConfig, make_optimizer  # noqa: E402
+from swarmlab.engine import TrainConfig, make_optimizer  # noqa: E402
 
 VOCAB, CLASSES = 259, 11  # tasks/long_data.py: bytes + PAD/CLS/SEP; arXiv-11
 

@@ -7,7 +7,7 @@ same run (a 2048^3 matmul and the model's own narrow (B*L, D) x (D, D) shape). M
 (ceiling, ref, fast, fast+bf16, ceiling, ref, fast, ...) so that a noisy, shared machine slows all alike; the
 medians and, less sensitive to other processes' bursts, the best round are both reported.
 
-  * train step = what ``pipelines.common.engine.fit`` does per batch: forward, cross-entropy, zero_grad,
+  * train step = what ``swarmlab.engine.fit`` does per batch: forward, cross-entropy, zero_grad,
     backward, clip_grad_norm_(1.0) and an AdamW step over all parameters (the 3.9M-row embedding included,
     with the engine's decay / no-decay groups).
   * inference = ``model.eval()`` + ``torch.inference_mode()`` forward of one batch.

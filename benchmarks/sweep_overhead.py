@@ -28,7 +28,7 @@ def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tra
     """Seconds of each ``fit`` of ``configs`` (decoded values), done the way a trial does it, in this process."""
     import torch
 
-    from pipelines.common.engine import TrainConfig, fit
+    from swarmlab.engine import TrainConfig, fit
     from pipelines.common.seeds import set_seeds
     from pipelines.common.sweep_trial import _load
     from pipelines.common.tracking import MlflowTracker, NullTracker

@@ -42,7 +42,7 @@ memory-efficient kernel.
 Gumbel temperature. ``gumbel_tau`` is the start value. Either let the model anneal itself per training step
 (``gumbel_anneal_steps > 0``: geometric from ``gumbel_tau`` to ``gumbel_tau_final``; the step counter is a
 buffer, so checkpoints resume exactly), or call ``model.set_temperature(tau)`` from a training loop, e.g.
-with :func:`gumbel_anneal_callback` passed to ``pipelines.common.engine.fit(callbacks=...)``. Eval mode uses
+with :func:`gumbel_anneal_callback` passed to ``swarmlab.engine.fit(callbacks=...)``. Eval mode uses
 no noise: ``softmax(logits / tau)``, or the one-hot argmax when ``gumbel_hard``.
 """
 
@@ -374,7 +374,7 @@ def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: flo
 
     model.set_temperature(start)  # also validates: raises when the model has no routing or anneals itself
 
-    def callback(state) -> bool:  # pipelines.common.engine.TrainState: epochs done, fractional between epoch ends
+    def callback(state) -> bool:  # swarmlab.engine.TrainState: epochs done, fractional between epoch ends
         model.set_temperature(tau_for(int(state.epoch) + 1))
         return False
 

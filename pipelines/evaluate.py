@@ -25,17 +25,6 @@ from pathlib import Path
 import torch
 
 from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
-from pipelines.common.engine import (
-    BEST,
-    autocast,
-    batch_indices,
-    compiled,
-    on_device,
-    resolve_amp,
-    resolve_device,
-    sync,
-    to_device,
-)
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.runs import (
     Run,
@@ -54,6 +43,17 @@ from pipelines.common.runs import (
 )
 from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.tracking import check_tracking_uri, make_tracker
+from swarmlab.engine import (
+    BEST,
+    autocast,
+    batch_indices,
+    compiled,
+    on_device,
+    resolve_amp,
+    resolve_device,
+    sync,
+    to_device,
+)
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
 from swarmlab.report.testsplit import check_reads, load_reads, read_entry, write_items, write_reads

@@ -154,7 +154,7 @@ def max_evaluations(train: dict) -> int:
 
 def model_space(name: str, task, params: dict) -> ResolvedSpace:
     """The checked search space of model ``name`` (the model is built once to read its config fields)."""
-    from pipelines.common.engine import TrainConfig
+    from swarmlab.engine import TrainConfig
     from pipelines.common.runs import build_model, model_overrides
 
     model = build_model(name, task, {})

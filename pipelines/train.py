@@ -26,7 +26,6 @@ from pathlib import Path
 import yaml
 
 from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
-from pipelines.common.engine import CHECKPOINT, fit, resolve_device
 from pipelines.common.guard import check_outcome, dry_run, seal_run, start_record
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from pipelines.common.records import RUN_FILE, SUMMARY, data_hash, finished_summary, run_fingerprint, same_unfinished
@@ -48,6 +47,7 @@ from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.seeds import set_seeds
 from pipelines.common.tracking import check_tracking_uri, make_tracker
 from tasks.base import is_endless
+from swarmlab.engine import CHECKPOINT, fit, resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text, hold_before_swap
 

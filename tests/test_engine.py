@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-import pipelines.common.engine as engine
+import swarmlab.engine as engine
+import swarmlab.engine.device as engine_device
+import swarmlab.engine.loop as engine_loop
 from models.swarmformer import SwarmFormer, SwarmFormerConfig
-from pipelines.common.engine import TrainConfig, evaluate, fit, load_checkpoint, should_backtrack
+from swarmlab.engine import TrainConfig, evaluate, fit, load_checkpoint, should_backtrack
 from tasks import get_task
 from tasks.text_data import TokenizedTextDataset
 
@@ -117,7 +119,7 @@ def test_early_stopping_on_the_validation_metric(tmp_path):
 
 def test_time_budget_stops_in_mid_epoch_and_callbacks_stop(tmp_path, monkeypatch):
     clock = itertools.count(0.0, 1.0)  # every perf_counter call advances a second
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(engine_loop.time, "perf_counter", lambda: next(clock))
     cfg = TrainConfig(**{**CFG, "time_budget_s": 5.0})
     result = fit(tiny_model(), IMDB, synthetic(256, 0), synthetic(32, 1), cfg, tmp_path / "a")
     assert result.stopped == "time_budget" and 0 < result.steps < 16  # inside the first epoch of 16 steps
@@ -172,7 +174,7 @@ def test_amp_auto_follows_native_bf16_and_bad_values_are_refused(monkeypatch, tm
     assert engine.resolve_amp(True, cpu) and engine.resolve_amp("bf16", cpu)
     assert not engine.resolve_amp(False, cpu) and not engine.resolve_amp("fp32", cpu)
     for native in (True, False):
-        monkeypatch.setattr(engine, "native_bf16", lambda device, native=native: native)
+        monkeypatch.setattr(engine_device, "native_bf16", lambda device, native=native: native)
         assert engine.resolve_amp("auto", cpu) is native
     with pytest.raises(ValueError, match="amp must be one of fp32, bf16, auto"):
         TrainConfig(amp="half")
@@ -324,7 +326,7 @@ def test_backtrack_restores_best_weights_and_optimizer_and_discounts_lr(tmp_path
     # Evaluations 1-5 are never backtracked. At 6 (loss 0.8) the 5 evaluations before it are all better:
     # 5 > 0.2 * 6, so it backtracks to evaluation 3 (0.4). At 7 (0.41) only the recorded 0.4 is better: 1 <= 1.4.
     script = [0.5, 0.45, 0.4, 0.6, 0.7, 0.8, 0.41, 0.39]
-    monkeypatch.setattr(engine, "evaluate", ScriptedValidation(script))
+    monkeypatch.setattr(engine_loop, "evaluate", ScriptedValidation(script))
     seen = {}
 
     def capture(state):

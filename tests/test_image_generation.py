@@ -198,7 +198,7 @@ def test_tile_places_image_r_k_at_row_r_column_k():
 def trained_brightness_model(tmp_path_factory):
     """A tiny SWARM Transformer trained (300 steps, ~5 s) on 4x4 images whose brightness is the class
     (pixel ~ 25 k): the task, the model and smoke params reading its data. Shared by the module's tests."""
-    from pipelines.common.engine import TrainConfig, fit
+    from swarmlab.engine import TrainConfig, fit
 
     root = tmp_path_factory.mktemp("brightness")
     source = write_idx_folder(root / "datasets" / "mnist", n_train=220, n_test=20, approximate=True, pattern=brightness)

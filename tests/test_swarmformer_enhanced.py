@@ -333,7 +333,7 @@ def test_long_input_keeps_parameters_and_routes_block_locally():
 
 @pytest.mark.slow
 def test_imdb_task_trains_with_the_engine_and_anneal_callback(tmp_path):
-    from pipelines.common.engine import TrainConfig, fit
+    from swarmlab.engine import TrainConfig, fit
     from tasks import get_task
     from tasks.text_data import TokenizedTextDataset
 

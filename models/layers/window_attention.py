@@ -384,7 +384,7 @@ class LocalWindowAttention(nn.Module):
 
     def no_weight_decay(self) -> set[str]:
         """Parameters (names within this module) the optimizer leaves undecayed: the relative-position bias table,
-        as Swin does (``pipelines.common.engine.make_optimizer`` reads this)."""
+        as Swin does (``swarmlab.engine.make_optimizer`` reads this)."""
         return {"rel_bias"} if self.rel_bias is not None else set()
 
     def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -450,7 +450,7 @@ class ShiftedWindowAttention(nn.Module):
 
     def no_weight_decay(self) -> set[str]:
         """Parameters (names within this module) the optimizer leaves undecayed: the relative-position bias table,
-        as Swin does (``pipelines.common.engine.make_optimizer`` reads this)."""
+        as Swin does (``swarmlab.engine.make_optimizer`` reads this)."""
         return {"rel_bias"} if self.rel_bias is not None else set()
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,1 +1,3 @@
-"""Shared plumbing for every stage: params, paths, errors, seeds, tracking, progress, the training engine."""
+"""Shared plumbing for every stage: params, paths, errors, seeds, tracking, progress.
+
+The training engine is ``swarmlab.engine``."""

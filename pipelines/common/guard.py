@@ -22,7 +22,9 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.engine import (
+from pipelines.common.runs import build_model, model_overrides, train_config
+from pipelines.common.seeds import set_seeds
+from swarmlab.engine import (
     BEST,
     PlanError,
     autocast,
@@ -32,8 +34,6 @@ from pipelines.common.engine import (
     resolve_device,
     to_device,
 )
-from pipelines.common.runs import build_model, model_overrides, train_config
-from pipelines.common.seeds import set_seeds
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import file_sha256
 from swarmlab.io import atomic_write_text

@@ -23,8 +23,8 @@ import dataclasses
 import fnmatch
 from pathlib import Path
 
-from pipelines.common.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
+from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`

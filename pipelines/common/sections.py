@@ -3,7 +3,7 @@ default (``swarmlab.settings.setting``). A stage asks for the sections it reads 
 name)`` before it reads any data or touches any output; a refused value is one line naming the key, the
 value, what is allowed and the params file.
 
-The engine's section, ``train``, is ``pipelines.common.engine.TrainConfig`` (checked per task, with
+The engine's section, ``train``, is ``swarmlab.engine.TrainConfig`` (checked per task, with
 ``tasks.<key>.train`` on top, by ``pipelines.common.runs.train_config``); a task's options are its own
 ``Options`` dataclass (``tasks/base.py``); a model's config is its config dataclass. All of them are checked
 the same way.

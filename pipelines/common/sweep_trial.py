@@ -117,7 +117,7 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     from ray import tune
     from ray.tune import Checkpoint
 
-    from pipelines.common.engine import TrainConfig, fit
+    from swarmlab.engine import TrainConfig, fit
     from pipelines.common.runs import build_model
     from pipelines.common.seeds import set_seeds
     from tasks import get_task

@@ -137,7 +137,7 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
     assert steps == [int(r["step"]) for r in history] and children[0].info.status == "FINISHED"
 
     # the interrupted trial ends where an uninterrupted run of its configuration ends
-    from pipelines.common.engine import TrainConfig, fit
+    from swarmlab.engine import TrainConfig, fit
     from pipelines.common.runs import build_model
     from pipelines.common.seeds import set_seeds
     from pipelines.common.sweep_trial import _load

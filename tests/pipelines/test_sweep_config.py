@@ -12,7 +12,7 @@ import torch.nn as nn
 import models
 from models.registry import _REGISTRY, register_model
 from models.swarmformer import SwarmFormerConfig
-from pipelines.common.engine import TrainConfig
+from swarmlab.engine import TrainConfig
 from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params, validate_all
 from pipelines.common.search_space import resolve_space

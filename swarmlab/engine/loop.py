@@ -1,0 +1,304 @@
+"""``fit``: one loop over optimizer steps, for finite data (epochs of shuffled batches) and endless sources alike.
+
+Each step: a batch, the learning rate in force, forward and loss under autocast, backward, clipping, the optimizer
+step; then the limits (``max_steps``, ``max_epochs``) and ``on_step_end`` of the callbacks say whether the run ends
+here. At the end of a stretch (every ``eval_every`` steps, each epoch's end, or the stop) the loop validates, keeps
+the best weights by the task's monitored metric, lets the callbacks answer (backtracking, early stopping), writes the
+checkpoint and the history row, logs, and calls ``on_checkpoint``. See ``swarmlab.engine.callbacks`` for the hooks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import torch.nn as nn
+
+from pipelines.common.progress import progress
+from pipelines.common.seeds import set_seeds
+from pipelines.common.tracking import NullTracker
+from swarmlab.engine.callbacks import Callback, FunctionCallback, NonFiniteLossError, default_callbacks
+from swarmlab.engine.checkpoint import BEST, CHECKPOINT, restore, save, save_checkpoint
+from swarmlab.engine.config import TrainConfig
+from swarmlab.engine.device import autocast, compiled, on_device, resolve_amp, resolve_device, sync, to_device
+from swarmlab.engine.evaluation import evaluate
+from swarmlab.engine.optim import lr_multiplier, make_optimizer
+from swarmlab.engine.plan import check_plan, epoch_plan, planned_steps
+from swarmlab.engine.state import Loop, Progress, TrainState
+from tasks.base import batch_len, is_endless
+
+
+@dataclass
+class FitResult:
+    best: dict  # {"evaluation", "step", "epoch", "metrics"}: the selected checkpoint
+    history: list[dict]
+    stopped: str  # why training ended: max_epochs, max_steps, early_stopping, time_budget, callback
+    out_dir: Path
+    num_params: int
+    train_time_s: float
+    steps: int
+    backtracks: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def best_val(self) -> dict:
+        return self.best.get("metrics", {})
+
+    @property
+    def best_epoch(self):
+        return self.best.get("epoch")
+
+    @property
+    def best_step(self) -> int:
+        return self.best.get("step", 0)
+
+    @property
+    def best_checkpoint(self) -> Path:
+        return self.out_dir / BEST
+
+
+def _epoch_value(p: Progress, plan_len: int | None, endless: bool):
+    if endless:
+        return 0
+    if p.pos == 0:
+        return p.epoch - 1  # at an epoch end: the whole number of epochs done
+    return round(p.epoch - 1 + p.pos / plan_len, 4)
+
+
+def _still_stopped(p: Progress, cfg: TrainConfig, callbacks: Sequence[Callback]) -> str:
+    """The stop reason of a resumed run, cleared when the raised limit lets it go on."""
+    if p.stopped == "max_epochs" and (not cfg.max_epochs or p.epoch <= cfg.max_epochs):
+        return ""
+    if p.stopped == "max_steps" and (not cfg.max_steps or p.step < cfg.max_steps):
+        return ""
+    if any(cb.reason == p.stopped and not cb.still_stopped(p) for cb in callbacks if cb.reason):
+        return ""
+    return p.stopped
+
+
+def _first(answers) -> str:
+    """The first non-empty answer of the callbacks asked (every one of them is asked)."""
+    return next((a for a in list(answers) if a), "")
+
+
+def fit(
+    model: nn.Module,
+    task,
+    train_data,
+    val_data,
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool | str | Path = False,
+    tracker=None,
+    callbacks: Sequence[Callback | Callable[[TrainState], bool | None]] = (),
+    desc: str = "",
+    lr_schedule: Callable[[int], float] | None = None,
+    identity: dict | None = None,
+) -> FitResult:
+    """Train ``model`` on ``train_data`` (finite or endless), select on ``val_data``; checkpoints in ``out_dir``.
+
+    Args:
+        resume: ``True`` continues from ``out_dir/last.pt`` when it exists; a path continues from that file.
+        callbacks: ``Callback`` objects, or functions called as ``cb(state: TrainState)`` after each evaluation's
+            checkpoint is written, whose True stops training (a sweep scheduler's decision, say); called after
+            the callbacks the settings ask for (``default_callbacks``).
+        lr_schedule: ``step -> multiplier`` of the learning rate (default: ``lr_decay_at``/``lr_decay_factor``);
+            ``warmup_steps`` multiplies either.
+        identity: what the run is (model config, task options, data); kept in the checkpoint, and a resume of
+            a run whose identity or training settings differ is refused (``check_resume``).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tracker = tracker or NullTracker()
+    device = resolve_device(cfg.device)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    set_seeds(cfg.seed)
+    amp = resolve_amp(cfg.amp, device)
+    model.to(device)
+    optimizer = make_optimizer(model, cfg, device)
+    net = compiled(model, cfg.compile)
+    num_params = sum(p.numel() for p in model.parameters())
+    callbacks = [
+        *default_callbacks(cfg),
+        *(cb if isinstance(cb, Callback) else FunctionCallback(cb) for cb in callbacks),
+    ]
+
+    endless = is_endless(train_data)
+    steps_per_epoch = check_plan(cfg, train_data)
+    train_data, val_data = on_device(train_data, device), on_device(val_data, device)
+    schedule = lr_multiplier(cfg, planned_steps(cfg, steps_per_epoch), lr_schedule)
+
+    p = Progress()
+    ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else out_dir / CHECKPOINT
+    if resume and ckpt_path.is_file():
+        p = restore(ckpt_path, model, optimizer, cfg, identity, device, out_dir)
+        p.stopped = _still_stopped(p, cfg, callbacks)
+        print(f"{desc}resuming after step {p.step} (evaluation {p.evaluation}) from {ckpt_path}", flush=True)
+    else:
+        tracker.log_params({"train": asdict(cfg), "num_params": num_params, "bf16_autocast": amp})
+    loop = Loop(model=model, optimizer=optimizer, task=task, device=device, out_dir=out_dir, progress=p, desc=desc)
+
+    plan, loss_sum = None, torch.zeros((), device=device)
+    meter, rows = task.new_metrics(), 0
+    bar = progress(total=planned_steps(cfg, steps_per_epoch), initial=p.step, desc=f"{desc}train")
+    model.train()
+    loop.t0 = time.perf_counter()
+    while not p.stopped:
+        # ---------------------------------------------------------------------------- one training step
+        if endless:
+            batch = train_data.batch(p.step, cfg.batch_size, cfg.seed)
+        else:
+            if plan is None:
+                plan = epoch_plan(train_data, cfg, p.epoch)
+            batch = train_data.get_batch(plan[p.pos])
+        batch = to_device(batch, device)
+        new_lr = cfg.lr * p.lr_scale * schedule(p.step)
+        if new_lr != loop.lr:
+            for group in optimizer.param_groups:
+                group["lr"] = new_lr
+            loop.lr = new_lr
+        with autocast(device, amp):
+            out = task.forward(net, batch)
+            loss = task.loss(out, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        loss_sum += loss.detach().float()  # on the device: NaN/inf show up in the sum, read only at checks
+        meter.update(out, batch, loss)
+        rows += batch_len(batch)
+        p.step += 1
+        bar.update(1)
+        if not bar.disable and p.step % 10 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+
+        epoch_end = False
+        if not endless:
+            p.pos += 1
+            if p.pos == len(plan):
+                epoch_end, plan = True, None
+                p.epoch, p.pos = p.epoch + 1, 0
+        stop = ""
+        if cfg.max_steps and p.step >= cfg.max_steps:
+            stop = "max_steps"
+        elif epoch_end and cfg.max_epochs and p.epoch > cfg.max_epochs:
+            stop = "max_epochs"
+        else:  # asked only when no limit ends the run: the time budget reads the clock
+            stop = _first(cb.on_step_end(loop) for cb in callbacks)
+        due = bool(stop) or (cfg.eval_every and p.step % cfg.eval_every == 0) or (not cfg.eval_every and epoch_end)
+        if not due and cfg.check_finite_every and p.step % cfg.check_finite_every == 0:
+            due = not bool(torch.isfinite(loss_sum))  # a non-finite loss is handled at once, as at an evaluation
+        if not due:
+            continue
+
+        # ------------------------------------------------------------ end of a training stretch: evaluate
+        sync(device)
+        stretch_s = time.perf_counter() - loop.t0
+        p.train_time_s += stretch_s
+        first, last = p.history[-1]["step"] + 1 if p.history else 1, p.step
+        finite = bool(torch.isfinite(loss_sum))
+        loss_sum.zero_()
+        row = {
+            "evaluation": p.evaluation + 1,
+            "step": p.step,
+            "epoch": _epoch_value(p, len(plan) if plan else None, endless),
+        }
+        event = ""
+        if not finite:
+            event = _first(cb.on_nonfinite(loop, "training loss") for cb in callbacks)
+            if not event:
+                raise NonFiniteLossError(
+                    f"{desc}non-finite training loss in steps {first}..{last}"
+                    + (f" (epoch {p.epoch})" if not endless else "")
+                    + f" at lr {loop.lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack"
+                )
+            val = dict(p.best["metrics"])  # the restored weights are the best ones: their validation is known
+            row.update({f"val_{k}": v for k, v in val.items()})
+        else:
+            row.update({f"train_{k}": v for k, v in meter.compute().items()})
+            val, _ = evaluate(
+                net, task, val_data, batch_size=cfg.eval_batch_size, device=device, amp=amp, desc=f"{desc}validate"
+            )
+            row.update({f"val_{k}": v for k, v in val.items()})
+        score = val[task.monitor]
+        p.evaluation += 1
+        if not event and not math.isfinite(score):
+            event = _first(cb.on_nonfinite(loop, "validation") for cb in callbacks)
+            if not event:
+                raise NonFiniteLossError(
+                    f"{desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
+                    f"use train.amp fp32, or set train.plateau: backtrack"
+                )
+        elif not event and task.is_better(score, p.best.get("metrics", {}).get(task.monitor)):
+            p.best = {"evaluation": p.evaluation, "step": p.step, "epoch": row["epoch"], "metrics": dict(val)}
+            p.bad_evals = 0
+            save(model.state_dict(), out_dir / BEST)
+            for cb in callbacks:
+                cb.on_improvement(loop)
+        elif not event:
+            p.bad_evals += 1
+            event = _first(cb.on_no_improvement(loop, score, stop) for cb in callbacks)
+        best_score = p.best["metrics"][task.monitor] if p.best else score
+        p.recorded.append(best_score if event else score)  # what backtracking records, kept under any plateau
+        reason = _first(cb.on_evaluation_end(loop) for cb in callbacks)
+        stop = stop or reason
+        row.update(
+            {
+                "lr": loop.lr,
+                "train_time_s": round(p.train_time_s, 3),
+                "train_samples_per_s": rows / stretch_s if stretch_s > 0 else 0.0,
+                "backtracks": p.backtracks,
+            }
+        )
+        if event:
+            row["event"] = event
+        p.history.append(row)
+        p.stopped = stop
+        save_checkpoint(loop, cfg, identity)
+        tracker.log_metrics({k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step)
+        print(
+            f"{desc}eval {p.evaluation}  step {p.step}"
+            + ("" if endless else f"  epoch {row['epoch']}")
+            + (f"  train_loss {row['train_loss']:.4f}" if "train_loss" in row else "")
+            + f"  val_loss {val.get('loss', math.nan):.4f}"
+            + (f"  val_{task.monitor} {score:.4f}" if task.monitor != "loss" else "")
+            + f"  ({stretch_s:.1f} s, {row['train_samples_per_s']:.0f} samples/s)"
+            + (f"  [{event}]" if event else ""),
+            flush=True,
+        )
+        state = TrainState(
+            model=model,
+            optimizer=optimizer,
+            out_dir=out_dir,
+            step=p.step,
+            epoch=row["epoch"],
+            evaluation=p.evaluation,
+            row=row,
+            history=p.history,
+            best=p.best,
+        )
+        for cb in callbacks:
+            if cb.on_checkpoint(state) and not p.stopped:
+                p.stopped = "callback"
+        meter, rows = task.new_metrics(), 0
+        model.train()
+        loop.t0 = time.perf_counter()
+    bar.close()
+    return FitResult(
+        best=p.best,
+        history=p.history,
+        stopped=p.stopped,
+        out_dir=out_dir,
+        num_params=num_params,
+        train_time_s=p.train_time_s,
+        steps=p.step,
+        backtracks=p.backtracks,
+        extra={"bf16_autocast": amp},
+    )
