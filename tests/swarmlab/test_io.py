@@ -1,0 +1,41 @@
+"""swarmlab.io: an output is replaced whole or not at all, and what a kill in the swap leaves is cleaned next time."""
+
+from __future__ import annotations
+
+import pytest
+
+import swarmlab.io
+from swarmlab.io import atomic_dir, swap_into_place
+
+
+def test_swap_into_place_replaces_a_folder_or_a_file_and_leaves_nothing_aside(tmp_path):
+    final, new = tmp_path / "out", tmp_path / ".out.tmp-1"
+    final.mkdir()
+    (final / "a").write_text("old")
+    new.mkdir()
+    (new / "b").write_text("new")
+    swap_into_place(new, final)
+    assert [p.name for p in final.iterdir()] == ["b"] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (tmp_path / "f.tmp").write_text("2")
+    (tmp_path / "f").write_text("1")
+    swap_into_place(tmp_path / "f.tmp", tmp_path / "f")
+    assert (tmp_path / "f").read_text() == "2" and not (tmp_path / ".f.old").exists()
+
+
+def test_a_kill_in_the_swap_keeps_the_previous_output_and_the_next_write_cleans_up(tmp_path, monkeypatch):
+    final = tmp_path / "out"
+    with atomic_dir(final) as tmp:
+        (tmp / "x").write_text("1")
+
+    def killed(new, final):  # what tests/conftest.py's held_before_swap lets a kill -9 do: stop before the swap
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(swarmlab.io, "swap_into_place", killed)
+    with pytest.raises(KeyboardInterrupt), atomic_dir(final) as tmp:
+        (tmp / "x").write_text("2")
+    assert (final / "x").read_text() == "1"
+    monkeypatch.undo()
+    (tmp_path / ".out.old").mkdir()  # as a kill between the swap's two renames leaves it
+    with atomic_dir(final) as tmp:
+        (tmp / "x").write_text("3")
+    assert (final / "x").read_text() == "3" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
