@@ -173,13 +173,13 @@ def run_train_toy(workdir: Path, params: Path, *extra, wait: bool = True):
 _HELD_BEFORE_SWAP = """\
 import runpy, sys, time
 import swarmlab.io
+hold_s, module, args = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
 swap = swarmlab.io.swap_into_place
 def held(new, final):
-    time.sleep(float(sys.argv[1]))
+    time.sleep(hold_s)
     swap(new, final)
 swarmlab.io.swap_into_place = held  # before the stage imports it
-module = sys.argv[2]
-sys.argv = [module, *sys.argv[3:]]
+sys.argv = [module, *args]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 

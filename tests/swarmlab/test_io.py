@@ -39,3 +39,30 @@ def test_a_kill_in_the_swap_keeps_the_previous_output_and_the_next_write_cleans_
     with atomic_dir(final) as tmp:
         (tmp / "x").write_text("3")
     assert (final / "x").read_text() == "3" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_held_before_swap_runs_the_module_with_its_arguments_and_waits_in_the_swap(tmp_path):
+    """The kill -9 tests' launcher (tests/conftest.py): the stage sees its own argv, and its swap waits."""
+    import os
+    import subprocess
+    import time
+
+    from tests.conftest import held_before_swap
+
+    (tmp_path / "fake_stage.py").write_text(
+        "import sys\nfrom pathlib import Path\nfrom swarmlab.io import swap_into_place\n"
+        "out = Path(sys.argv[1])\n(out.parent / 'new').write_text(' '.join(sys.argv[1:]))\n"
+        "swap_into_place(out.parent / 'new', out)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        held_before_swap("fake_stage", str(tmp_path / "out"), "--flag", hold_s=1.0),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.perf_counter() - t0 >= 1.0
+    assert (tmp_path / "out").read_text() == f"{tmp_path / 'out'} --flag"
