@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def table_digest(table) -> str:
@@ -33,7 +32,9 @@ def table_digest(table) -> str:
 
 
 def run_one(workers: int, limit: int, datasets: Path) -> dict:
-    from pipelines.augment import AugmentConfig, _cpu_seconds, _init_worker, augment_train
+    from pipelines.common.augmentation import augment_train, init_worker
+    from pipelines.common.sections import AugmentConfig
+    from swarmlab.machine import cpu_seconds
     from tasks.imdb_sources import read_imdb
 
     import pyarrow as pa
@@ -43,11 +44,11 @@ def run_one(workers: int, limit: int, datasets: Path) -> dict:
         half = train.num_rows // 2
         train = pa.concat_tables([train.slice(0, limit // 2), train.slice(half, limit - limit // 2)])
     cfg = AugmentConfig(workers=workers)
-    t0, c0 = time.perf_counter(), _cpu_seconds()
-    _init_worker(str(datasets / "nltk_data"), cfg.synonym_senses, cfg.sense_share)
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    init_worker(str(datasets / "nltk_data"), cfg.synonym_senses, cfg.sense_share)
     load_s = time.perf_counter() - t0
     table, stats = augment_train(train, cfg, seed=0, nltk_dir=datasets / "nltk_data")
-    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     sources = table.column("source").to_pylist()
     return {
         "workers": workers,

@@ -2,7 +2,7 @@
 model step, and the engine's ``fit`` (each ``train.compile`` mode asked for).
 
 * **authors' loop**: the structure of takara-ai/SwarmFormer ``swarmformer_binary_classification.py``
-  (``train_SwarmFormer_model``) around their model (``tests/reference_swarmformer.py``): a ``DataLoader``
+  (``train_SwarmFormer_model``) around their model (``swarmlab/testing/reference_swarmformer.py``): a ``DataLoader``
   (shuffle; 4 workers and pinned memory on CUDA, none on CPU where they would take the cores the step needs),
   ``autocast`` (fp16 + ``GradScaler`` on CUDA as theirs; off on CPU, where autocast would emulate bf16),
   ``clip_grad_norm_(1.0)``, AdamW over all parameters, and per step ``loss.item()`` plus a memory reading
@@ -25,23 +25,19 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not an installed copy
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from benchmarks.machine import describe_cpu  # noqa: E402
-from models import create_model  # noqa: E402
-from swarmlab.engine import TrainConfig, fit, make_optimizer, sync  # noqa: E402
-from tasks import get_task  # noqa: E402
-from tasks.text_data import TokenizedTextDataset  # noqa: E402
-from tests.reference_swarmformer import AuthorsSwarmFormer  # noqa: E402
+from models import create_model
+from swarmlab.engine import TrainConfig, fit, make_optimizer, sync
+from swarmlab.machine import describe_cpu
+from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer
+from tasks import get_task
+from tasks.text_data import TokenizedTextDataset
 
 VOCAB, L, B = 30522, 256, 48
 AUTHORS = "authors' loop"

@@ -38,19 +38,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from benchmarks.machine import describe_machine  # noqa: E402
-from models import create_model  # noqa: E402
-from swarmlab.engine import TrainConfig, make_optimizer  # noqa: E402
+from models import create_model
+from swarmlab.engine import TrainConfig, make_optimizer
+from swarmlab.machine import describe_machine
 
 VOCAB, CLASSES = 259, 11  # tasks/long_data.py: bytes + PAD/CLS/SEP; arXiv-11
 

@@ -31,10 +31,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.machine import describe_machine  # noqa: E402
-from pipelines.common.paths import REPO_ROOT  # noqa: E402
+from pipelines.common.paths import REPO_ROOT
+from swarmlab.machine import describe_machine
 
 CONFIGS = [  # (label, schedule, train.num_threads)
     ("A in-process, 1 at a time, 1 thread", {"parallel": 1}, 1),

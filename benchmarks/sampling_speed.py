@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+import torch
 
-import torch  # noqa: E402
-
-from models import create_model  # noqa: E402
+from models import create_model
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ so that a noisy, shared machine slows all alike; the median and the best round a
   * sizes: B = 50 sets of N = 500 2-D points (all real; the mask is passed, so the masked code path is timed),
     10 outputs per entity;
   * group "swarm": the seed's best SWARM, 192 hidden units, 10 iterations, 1 layer, against a transcription of
-    the authors' layer (tests/reference_swarm.py);
+    the authors' layer (swarmlab/testing/reference_swarm.py);
   * group "isab": the seed's best Set Transformer (32-60-3: width 32, 60 inducing points, 3 ISABs, 4 heads)
-    against the public blocks' structure (tests/reference_set_transformer.py: juho-lee/set_transformer's MAB and
+    against the public blocks' structure (swarmlab/testing/reference_set_transformer.py: juho-lee/set_transformer's MAB and
     ISAB with LayerNorm, a 1-layer rFF, full-width scaling, no masks, the first ISAB on the raw input); ours
     is timed as registered (rFF depth 4, the SWARM authors' RFF) and with a 1-layer rFF (the public depth).
 
@@ -24,19 +24,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-
-from benchmarks.machine import describe_cpu  # noqa: E402
-from benchmarks.set_step_bound import make_train_step  # noqa: E402
-from models import create_model  # noqa: E402
-from tests.reference_set_transformer import PublicISABEncoder  # noqa: E402
-from tests.reference_swarm import authors_swarm  # noqa: E402
+from models import create_model
+from swarmlab.machine import describe_cpu
+from swarmlab.testing.reference_set_transformer import PublicISABEncoder
+from swarmlab.testing.reference_swarm import authors_swarm
 
 HIDDEN, N_ITER, LAYERS = 192, 10, 1  # seed 003 §4.1.4: SWARM(192-10-1)
 ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # seed 003 Table 2: Set Transformer (32-60-3)
@@ -44,7 +40,7 @@ ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # seed 003 Table 2: Set 
 ROWS = [
     (
         "swarm",
-        "authors' SwarmLayer (tests/reference_swarm.py, conv1d, MEAN, cache=True)",
+        "authors' SwarmLayer (swarmlab/testing/reference_swarm.py, conv1d, MEAN, cache=True)",
         lambda d_in, d_out: authors_swarm(d_in, d_out, HIDDEN, N_ITER, LAYERS, pooling="MEAN", cache=True),
     ),
     (
@@ -56,7 +52,7 @@ ROWS = [
     ),
     (
         "isab",
-        "public ISAB structure (tests/reference_set_transformer.py, ln=True)",
+        "public ISAB structure (swarmlab/testing/reference_set_transformer.py, ln=True)",
         lambda d_in, d_out: PublicISABEncoder(d_in, d_out, ST_HIDDEN, ST_HEADS, ST_INDS, ST_LAYERS, ln=True),
     ),
     (
@@ -77,6 +73,21 @@ PLAIN_ROW = (
         "swarm", dim_input=d_in, dim_output=d_out, dim_hidden=HIDDEN, n_iter=N_ITER, num_layers=LAYERS, fast=False
     ),
 )
+
+
+def make_train_step(model, x, mask, labels):
+    """One train step as the module docstring says (the same step as set_step_bound.py times)."""
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        model.train()
+        logits = model(x, mask)  # (B, N, K)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
 
 
 def timed(fn) -> float:

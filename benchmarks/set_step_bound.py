@@ -37,17 +37,14 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+import torch
+import torch.nn.functional as F
+import torch.utils.flop_counter as fc
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torch.utils.flop_counter as fc  # noqa: E402
-
-from benchmarks.machine import describe_cpu  # noqa: E402
-from models import create_model  # noqa: E402
-from pipelines.common.params import PARAMS_FILE, load_params, read_yaml  # noqa: E402
+from models import create_model
+from pipelines.common.params import PARAMS_FILE, load_params, read_yaml
+from swarmlab.machine import describe_cpu
 
 TASK = "clustering_direct"
 CEILING_N = 1024  # square fp32 matmul for the ceiling

@@ -28,17 +28,13 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's models/, not an installed one
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from models import create_model  # noqa: E402
-from models.swarmformer import SwarmFormerConfig  # noqa: E402
+from models import create_model
+from models.swarmformer import SwarmFormerConfig
 
 
 def model_flops(cfg: SwarmFormerConfig, batch: int) -> int:

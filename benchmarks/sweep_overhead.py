@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.common.params import load_params  # noqa: E402
-from pipelines.sweep import TOKENIZED_DIR, connect_ray, model_space, sweep  # noqa: E402
+from pipelines.common.params import load_params
+from pipelines.sweep import TOKENIZED_DIR, connect_ray, model_space, sweep
 
 
 def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tracking_uri: str | None) -> list[float]:

@@ -22,19 +22,17 @@ import argparse
 import importlib.util
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+import torch
 
-import torch  # noqa: E402
+from models.layers.attention_patterns import sliding_chunks_attention
+from models.layers.window_attention import sliding_window_attention
+from swarmlab.machine import describe_cpu
 
-from benchmarks.machine import describe_cpu  # noqa: E402
-from models.layers.attention_patterns import sliding_chunks_attention  # noqa: E402
-from models.layers.window_attention import sliding_window_attention  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose git history holds the old kernels
 
 
 def load_old(rev: str, path: str, name: str):

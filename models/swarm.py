@@ -19,7 +19,7 @@ P is the population summary, one of
     position); a mask with a real entity after a padded one is rejected.
 
 It computes what the authors' ``SwarmLayer(n_dim=1, pooling='MEAN', cache=True)`` computes (tested against a
-transcription in tests/reference_swarm.py through :func:`convert_reference_state_dict`), with one change of
+transcription in swarmlab/testing/reference_swarm.py through :func:`convert_reference_state_dict`), with one change of
 formulation: W_hp multiplies the pooled vector (B, H) once, where their 1x1 convolution multiplies N
 broadcast copies of it (the same function with N times less work). Differences that only show outside
 their domain: a set with no real entity pools to 0 (theirs divides 0 by 0), and a causal mask is validated.

@@ -49,7 +49,7 @@ from pipelines.common.tracking import check_tracking_uri, make_tracker
 from tasks.base import is_endless
 from swarmlab.engine import CHECKPOINT, fit, resolve_device
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.io import atomic_write_text, hold_before_swap
+from swarmlab.io import atomic_write_text, swap_into_place
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 REPORT_ROOT = REPORTS_DIR
@@ -256,13 +256,7 @@ def _train_in(
         tracker.set_tags({"stopped": result.stopped})
     atomic_write_text(out_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")  # the record metrics.json is made of
     seal_run(work)  # run.json: best.pt's hash, which evaluate and sample check
-    hold_before_swap()
-    old = final.parent / f".{final.name}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    work.rename(final)  # the new run replaces the previous one only now
-    shutil.rmtree(old, ignore_errors=True)
+    swap_into_place(work, final)  # the new run replaces the previous one only now
     # the DVC plot's copy of the history, only once the run is in place (a rerun copies it again for a kept run)
     atomic_write_text(
         report_dir("train", task.key, report_root) / "history" / f"{run.name}.csv", (final / "history.csv").read_text()

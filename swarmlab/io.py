@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
@@ -22,26 +21,37 @@ def atomic_dir(final: Path):
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     for stale in final.parent.glob(f".{final.name}.tmp-*"):  # what an interrupted (killed) run of this stage left
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+        _remove(stale)  # (and swap_into_place removes the .old a kill in the swap left)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    hold_before_swap()
-    if final.exists():
-        shutil.rmtree(final) if final.is_dir() else final.unlink()
     tmp.chmod(0o755)  # mkdtemp makes it private
-    tmp.rename(final)
+    swap_into_place(tmp, final)
 
 
-def hold_before_swap() -> None:
-    """Tests only: ``SWARMLAB_HOLD_BEFORE_SWAP_S`` keeps a finished output in its temporary folder that long, so
-    that a kill -9 lands between writing and swapping (the rerun must clean up what it leaves)."""
-    hold = os.environ.get("SWARMLAB_HOLD_BEFORE_SWAP_S")
-    if hold:
-        time.sleep(float(hold))
+def swap_into_place(new: Path, final: Path) -> None:
+    """Put the finished ``new`` (a file or folder beside ``final``) in the place of ``final``, by renames.
+
+    The previous ``final`` is renamed aside to ``.<name>.old`` and removed only once ``new`` holds its name: a kill
+    at any point leaves whole folders, never a half-removed one, and the next swap removes the ``.old``. The one
+    step of a stage's write that changes what a reader sees: tests wrap it to hold a stage there and kill it
+    (tests/conftest.py: ``held_before_swap``).
+    """
+    new, final = Path(new), Path(final)
+    old = final.parent / f".{final.name}.old"
+    _remove(old)
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a folder tree; nothing if it is not there."""
+    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
 def _umask() -> int:

@@ -168,3 +168,24 @@ def run_train_toy(workdir: Path, params: Path, *extra, wait: bool = True):
     if wait:
         return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+_HELD_BEFORE_SWAP = """\
+import runpy, sys, time
+import swarmlab.io
+hold_s, module, args = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+swap = swarmlab.io.swap_into_place
+def held(new, final):
+    time.sleep(hold_s)
+    swap(new, final)
+swarmlab.io.swap_into_place = held  # before the stage imports it
+sys.argv = [module, *args]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def held_before_swap(module: str, *args: str, hold_s: float = 30.0) -> list[str]:
+    """The command line of ``python -m <module> *args`` in which every output swap (``swarmlab.io.swap_into_place``)
+    first waits ``hold_s`` seconds with the finished output still in its temporary folder: a kill -9 sent meanwhile
+    lands between writing an output and putting it in place, which the rerun must clean up."""
+    return [sys.executable, "-c", _HELD_BEFORE_SWAP, str(hold_s), module, *args]

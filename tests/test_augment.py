@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.augment import AugmentConfig, augment, augment_train, pick, plan_combos, with_provenance
+from pipelines.augment import augment
+from pipelines.common.augmentation import augment_train, init_worker, pick, plan_combos, with_provenance
+from pipelines.common.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
 from pipelines.common.params import load_params
 from pipelines.common.paths import PARAMS_FILE, datasets_dir
@@ -28,11 +30,8 @@ slow = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def resources():
-    from pipelines.augment import _STATE, _init_worker
-
     cfg = AugmentConfig()
-    _init_worker(str(NLTK_DIR), cfg.synonym_senses, cfg.sense_share)  # shared with the stage in this process
-    return _STATE["lexicon"], _STATE["punkt"]
+    return init_worker(str(NLTK_DIR), cfg.synonym_senses, cfg.sense_share)  # shared with the stage in this process
 
 
 # --- generated reviews ------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO_ROOT, SHARED_DATASETS, write_parquet_folder
+from tests.conftest import REPO_ROOT, SHARED_DATASETS, held_before_swap, write_parquet_folder
 
 pytestmark = pytest.mark.slow  # ~60 Python processes
 
@@ -636,12 +636,11 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
         "SWARMLAB_WORKDIR": str(work),
         "OMP_NUM_THREADS": "1",
         "SWARMLAB_PROGRESS": "0",
-        "SWARMLAB_HOLD_BEFORE_SWAP_S": "30",
     }
     path = work / "case.yaml"
     path.write_text(yaml.safe_dump(params))
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args],
+        held_before_swap(f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args),
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

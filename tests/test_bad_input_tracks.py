@@ -30,7 +30,7 @@ import torch
 import yaml
 
 from swarmlab.integrity import record_files
-from tests.conftest import REPO_ROOT, SHARED_DATASETS
+from tests.conftest import REPO_ROOT, SHARED_DATASETS, held_before_swap
 from tests.test_bad_input import leftovers, snapshot
 from tests.test_bad_input import run as run_stage
 from tests.test_long_tasks import write_prepared
@@ -956,23 +956,12 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
         "SWARMLAB_WORKDIR": str(work),
         "OMP_NUM_THREADS": "1",
         "SWARMLAB_PROGRESS": "0",
-        "SWARMLAB_HOLD_BEFORE_SWAP_S": "30",
     }
     tracking = ("--no-tracking",) if stage == "train" else ()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            f"pipelines.{stage}",
-            "--params",
-            str(path),
-            "--profile",
-            "t",
-            "--task",
-            task,
-            *args,
-            *tracking,
-        ],
+        held_before_swap(
+            f"pipelines.{stage}", "--params", str(path), "--profile", "t", "--task", task, *args, *tracking
+        ),
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import models
-from models.layers import attention_patterns_reference as ref
+from swarmlab.testing import reference_attention_patterns as ref
 from models.layers.attention_patterns import (
     fixed_sparse_attention,
     full_attention,

@@ -1,26 +1,21 @@
-"""benchmarks/memory_scaling.py: spec parsing, fits, predictions, goals, errors, and a tiny end-to-end run.
+"""The memory_scaling stage (pipelines/memory_scaling.py, its machinery in pipelines/common/memory_scaling.py): spec
+parsing, fits, predictions, goals, errors, and a tiny end-to-end run.
 
 Nothing here asserts a speed or a memory size: those are measured by the script and read by people.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 
 import pytest
 
 import models
-from swarmlab.errors import SwarmlabError
+from pipelines import memory_scaling as stage
+from pipelines.common import memory_scaling as ms
 from pipelines.common.params import load_params, validate_all
-from pipelines.common.paths import REPO_ROOT
-
-_spec = importlib.util.spec_from_file_location("memory_scaling", REPO_ROOT / "benchmarks" / "memory_scaling.py")
-ms = importlib.util.module_from_spec(_spec)
-sys.modules["memory_scaling"] = ms  # dataclasses look their module up there
-_spec.loader.exec_module(ms)
+from swarmlab.errors import SwarmlabError
 
 
 def _cfg(**changes) -> dict:
@@ -145,7 +140,7 @@ def test_lengths_a_model_cannot_take_are_rejected_before_measuring():
 
 def test_cli_reports_unregistered_models_without_traceback(capsys):
     with pytest.raises(SystemExit) as exc:
-        ms.main(["--profile", "smoke", "--models", "swarmformer_enhanced_nope"])
+        stage.main(["--profile", "smoke", "--models", "swarmformer_enhanced_nope"])
     assert exc.value.code == 2
     assert "not registered" in capsys.readouterr().err
 
@@ -223,7 +218,7 @@ def test_fast_cluster_attention_memory_is_linear_in_the_cluster_count():
 @pytest.mark.slow
 def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     out = tmp_path / "ms"
-    ms.main(
+    stage.main(
         [
             "--profile",
             "smoke",

@@ -348,8 +348,8 @@ def test_default_sizes_are_the_papers_best_codes():
 
 
 def test_the_public_isab_transcription_is_permutation_equivariant():
-    """tests/reference_set_transformer.py (the benchmark's public-ISAB rows) computes a set function, as theirs."""
-    from tests.reference_set_transformer import PublicISABEncoder
+    """swarmlab/testing/reference_set_transformer.py (the benchmark's public-ISAB rows) computes a set function, as theirs."""
+    from swarmlab.testing.reference_set_transformer import PublicISABEncoder
 
     torch.manual_seed(0)
     model = PublicISABEncoder(2, 10, dim_hidden=16, num_heads=4, num_inds=5, num_layers=2).eval()

@@ -1,5 +1,5 @@
 """SWARM set model (models/swarm.py): shapes, gradients, equivariance, padding, causality, fast == plain,
-and parity with a transcription of the authors' layer (tests/reference_swarm.py)."""
+and parity with a transcription of the authors' layer (swarmlab/testing/reference_swarm.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 import models
 from models.swarm import Swarm, SwarmConfig, convert_reference_state_dict
-from tests.reference_swarm import authors_swarm
+from swarmlab.testing.reference_swarm import authors_swarm
 
 TINY = dict(dim_input=3, dim_output=4, dim_hidden=8, n_iter=3)
 

@@ -3,7 +3,7 @@ import torch
 
 import models
 from models.swarmformer import SwarmFormer, SwarmFormerConfig, convert_reference_state_dict, to_reference_state_dict
-from tests.reference_swarmformer import AuthorsSwarmFormer
+from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer
 
 
 @pytest.mark.parametrize("name, expected", [("swarmformer_small", 4_302_850), ("swarmformer_base", 6_749_186)])

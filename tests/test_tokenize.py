@@ -4,11 +4,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.tokenize import encode_texts, is_plain_ascii
+from pipelines.common.text_encoding import encode_texts, is_plain_ascii
 from tasks.text_data import TokenizedTextDataset
 from tasks.tokenization import BERT_UNCASED_VOCAB_SHA256, build_wordpiece, vocab_sha256
 from tests.conftest import SHARED_DATASETS
-from tests.reference_bert_tokenizer import encode as reference_encode
+from swarmlab.testing.reference_bert_tokenizer import encode as reference_encode
 
 VOCAB = SHARED_DATASETS / "bert_vocab" / "bert-base-uncased-vocab.txt"
 

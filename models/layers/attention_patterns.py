@@ -2,7 +2,7 @@
 
 Every module maps ``x (B, L, D)`` and a key mask ``(B, L)`` (bool, True = real token; None = all real)
 to ``(B, L, D)``. The patterns are written as functions of per-head ``q, k, v (B, H, L, Dh)`` so the
-tests can compare each against the dense oracles in ``models/layers/attention_patterns_reference.py``.
+tests can compare each against the dense oracles in ``swarmlab/testing/reference_attention_patterns.py``.
 
 Conventions shared by the fast kernels (after allenai/longformer ``sliding_chunks.py``): scores are
 computed in the input dtype, then masked with ``-finfo(float32).max`` and soft-maxed in float32; a

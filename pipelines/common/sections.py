@@ -198,14 +198,6 @@ def check_environment() -> None:
         value = os.environ.get(name)
         if value not in (None, "") and value not in allowed:
             raise SwarmlabError(f"environment variable {name}={value!r}: use one of {', '.join(allowed)} (or unset it)")
-    hold = os.environ.get("SWARMLAB_HOLD_BEFORE_SWAP_S")
-    if hold:
-        try:
-            check_value("SWARMLAB_HOLD_BEFORE_SWAP_S", float(hold), float, {"ge": 0, "le": 600})
-        except (ValueError, SettingsError):
-            raise SwarmlabError(
-                f"environment variable SWARMLAB_HOLD_BEFORE_SWAP_S={hold!r}: seconds in 0..600 (a test hook; unset it)"
-            ) from None
     workdir = os.environ.get("SWARMLAB_WORKDIR")
     if workdir and os.path.exists(workdir) and not os.path.isdir(workdir):
         raise SwarmlabError(f"SWARMLAB_WORKDIR={workdir} is a file, not a folder: point it at a folder (it is created)")

@@ -1,14 +1,14 @@
-"""Slow, obviously correct oracles for the attention patterns in ``attention_patterns.py``.
+"""Slow, obviously correct oracles for the attention patterns in ``models/layers/attention_patterns.py``.
 
 Each pattern is an explicit (L, L) bool matrix (True = query i may attend to key j), combined with the
-key mask and fed to one dense masked softmax. O(L^2): for tests only.
+key mask and fed to one dense masked softmax. O(L^2): for tests only. Independent of the module it checks (its own
+feature map phi(x) = elu(x) + 1 too).
 """
 
 from __future__ import annotations
 
 import torch
-
-from models.layers.attention_patterns import elu_feature_map
+import torch.nn.functional as F
 
 
 def sliding_window_pattern(L: int, *, window_one_sided: int, global_first: bool = True, device=None) -> torch.Tensor:
@@ -50,7 +50,7 @@ def dense_attention(q, k, v, allowed: torch.Tensor, key_mask: torch.Tensor | Non
 
 def dense_linear_attention(q, k, v, key_mask: torch.Tensor | None = None, *, eps: float = 1e-6) -> torch.Tensor:
     """The (L, L) similarity matrix phi(q) phi(k)^T, masked, each row divided by its sum (+ eps)."""
-    sim = elu_feature_map(q.double()) @ elu_feature_map(k.double()).transpose(-2, -1)  # (B, H, L, L)
+    sim = (F.elu(q.double()) + 1) @ (F.elu(k.double()) + 1).transpose(-2, -1)  # (B, H, L, L); phi(x) = elu(x) + 1
     if key_mask is not None:
         sim = sim * key_mask[:, None, None, :]
     return ((sim @ v.double()) / (sim.sum(dim=-1, keepdim=True) + eps)).to(v.dtype)

@@ -1,4 +1,5 @@
-"""Peak memory and time of one inference forward pass versus sequence length N (seed 000, Figure 3).
+"""The machinery of the stage `memory_scaling` (pipelines/memory_scaling.py): peak memory and time of one inference
+forward pass versus sequence length N (seed 000, Figure 3).
 
 For every model spec and every N in ``memory_scaling.tokens`` (params.yaml, profile-aware) a fresh
 subprocess builds the model with ``seq_len=N``, runs one untimed warm-up forward on ``warmup_tokens``
@@ -20,19 +21,13 @@ inputs of that model are then ``skipped`` (reported, not hidden). Per model, the
 least-squares slopes of log(increment) and log(time) against log(N) over the ``ok`` points with
 N >= ``fit_min_tokens`` (small-N memory is dominated by allocator granularity).
 
-Writes ``results.json`` (every point), ``metrics.json`` (exponents and goals), ``table.md`` and
-``memory_scaling.png`` to ``reports/memory_scaling/`` (or ``--out``).
-
-    python benchmarks/memory_scaling.py                       # the active profile (params.yaml)
-    python benchmarks/memory_scaling.py --profile smoke
-    python benchmarks/memory_scaling.py --models transformer "swarmformer_small cluster_size=8" --tokens 1024 4096
-
-A model spec is a registry name followed by ``key=value`` overrides (values parsed as YAML).
+``write_outputs`` writes ``results.json`` (every point), ``metrics.json`` (exponents and goals), ``table.md`` and
+``memory_scaling.png`` to one folder. A model spec is a registry name followed by ``key=value`` overrides (values
+parsed as YAML). Each point's subprocess runs this module: ``python -m pipelines.common.memory_scaling <payload json>``.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import datetime as dt
 import gc
@@ -47,19 +42,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run as a script: make `models` and `pipelines` importable
-    sys.path.insert(0, str(REPO_ROOT))
+import yaml
 
-import yaml  # noqa: E402
+from pipelines.common.paths import REPO_ROOT, git_commit
+from swarmlab.errors import SwarmlabError
+from swarmlab.io import atomic_dir
 
-from swarmlab.errors import SwarmlabError, cli  # noqa: E402
-from swarmlab.io import atomic_dir  # noqa: E402
-from pipelines.common.paths import REPORTS_DIR, git_commit  # noqa: E402
-
-OUT_DIR = REPORTS_DIR / "memory_scaling"
 GB = 1e9  # goals are in decimal GB, like the seed's "0.74 GB"
 RESULT_PREFIX = "MEMORY_SCALING_RESULT "
+CHILD_MODULE = "pipelines.common.memory_scaling"  # what each point's subprocess runs (child_main)
 
 
 # ---- model specs -----------------------------------------------------------------------------------
@@ -215,7 +206,8 @@ def measure_point(payload: dict) -> dict:
     }
 
 
-def _child_main(payload_json: str) -> None:
+def child_main(payload_json: str) -> None:
+    """A point's subprocess: measure the point of ``payload_json`` and print it on one ``RESULT_PREFIX`` line."""
     result = measure_point(json.loads(payload_json))
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
@@ -235,7 +227,7 @@ def _run_child(spec: ModelSpec, tokens: int, cfg: dict) -> dict:
         device=cfg["device"],
         num_threads=cfg["num_threads"],
     )
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(payload)]
+    cmd = [sys.executable, "-m", CHILD_MODULE, json.dumps(payload)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=cfg["timeout_s"])
@@ -630,47 +622,5 @@ def write_outputs(result: dict, out_dir: Path) -> None:
         plot(result, tmp / "memory_scaling.png")
 
 
-def resolve_config(params: dict, args: argparse.Namespace) -> dict:
-    cfg = dict(params["memory_scaling"])
-    for key, value in (
-        ("models", args.models),
-        ("tokens", args.tokens),
-        ("timeout_s", args.timeout_s),
-        ("mem_cap_gb", args.mem_cap_gb),
-        ("device", args.device),
-    ):
-        if value is not None:
-            cfg[key] = value
-    return cfg
-
-
-@cli
-def main(argv: list[str] | None = None) -> None:
-    from pipelines.common.cli import params_from, stage_parser
-
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--models", nargs="+", default=None, help='model specs, e.g. transformer "swarmformer_small cluster_size=8"'
-    )
-    parser.add_argument("--tokens", nargs="+", type=int, default=None, help="sequence lengths N")
-    parser.add_argument("--timeout-s", type=float, default=None, help="per-point time limit")
-    parser.add_argument("--mem-cap-gb", type=float, default=None, help="do not run points predicted above this")
-    parser.add_argument("--device", default=None, help="cpu, cuda or auto")
-    parser.add_argument("--out", default=None, help=f"output folder (default: {OUT_DIR.relative_to(REPO_ROOT)})")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child is not None:
-        _child_main(args.child)
-        return
-    cfg = resolve_config(params_from(args), args)
-    result = run_benchmark(cfg)
-    out_dir = Path(args.out).resolve() if args.out else OUT_DIR
-    write_outputs(result, out_dir)
-    print()
-    print(markdown_table(result))
-    print(goals_text(result["goals"]))
-    print(f"wrote {out_dir}/results.json, metrics.json, table.md, memory_scaling.png")
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a point's subprocess (run_benchmark)
+    child_main(sys.argv[1])

@@ -1,9 +1,14 @@
-"""What every benchmark prints first: the CPU it ran on (timings differ between this project's AVX2-only and
-AVX-512 machines by up to 10x for bf16), torch's build and thread count."""
+"""The machine a measurement ran on, and the CPU time it took.
+
+What every benchmark prints first: the CPU it ran on (timings differ between this project's AVX2-only and AVX-512
+machines by up to 10x for bf16), torch's build and thread count. ``cpu_seconds`` is the CPU time a stage reports
+beside its wall time (on a shared machine the two differ).
+"""
 
 from __future__ import annotations
 
 import platform
+import resource
 from pathlib import Path
 
 
@@ -37,3 +42,10 @@ def describe_machine() -> str:
         f"CPU: {describe_cpu()}; torch {torch.__version__} (capability {capability}), "
         f"{torch.get_num_threads()} thread(s)"
     )
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that have been waited for (a joined pool's
+    workers): compare with the wall time, a busy machine shows as wall >> CPU / workers."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
