@@ -82,6 +82,7 @@ def test_smoke_profile_through_dvc(tmp_path):
         *sorted(images),
         *sorted(long_stages),
         "paper_baselines",
+        "summary",
         "report",
     ):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
@@ -155,6 +156,7 @@ def test_smoke_profile_through_dvc(tmp_path):
         *images,
         *long_stages,
         "paper_baselines",
+        "summary",
         "report",
     }
     trained = {
@@ -173,18 +175,20 @@ def test_smoke_profile_through_dvc(tmp_path):
     }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000)) == {
         s for s in images if s.endswith("@mnist")
-    } | {"report"}
+    } | {"summary", "report"}  # the summary reads the task sections (each task's headline metric)
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {
         "train@imdb",
         "evaluate@imdb",
+        "summary",
         "report",
     }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
         "derive@listops",
         "train@listops",
         "evaluate@listops",
+        "summary",
         "report",
     }
     for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
