@@ -200,8 +200,12 @@ def test_smoke_profile_through_dvc(tmp_path):
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name("imdb")
     runs = client.search_runs([exp.experiment_id])
-    assert [r.info.run_name for r in runs] == ["swarmformer_small-seed0"]
+    assert [r.data.tags["run"] for r in runs] == ["swarmformer_small-seed0"]
     run = runs[0]
+    # named after its DVC experiment (`-S profile=` has the name's profile part; paths.datasets is no setting)
+    exp_name = run.data.tags["dvc_exp_name"]
+    assert run.info.run_name == f"swarmformer_small-seed0 | smoke | exp {exp_name}", run.info.run_name
+    assert run.data.tags["dvc_stage"] == "train@imdb" and run.data.tags["params_overrides"] == ""
     assert run.info.status == "FINISHED"
     assert {"val_accuracy", "train_loss", "test_accuracy", "latency_ms_p50", "peak_memory_mb"} <= set(run.data.metrics)
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]  # optimizer steps
