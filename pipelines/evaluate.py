@@ -42,7 +42,7 @@ from pipelines.common.runs import (
     write_skipped,
 )
 from pipelines.common.scheduler import Job, Scheduler
-from pipelines.common.tracking import check_tracking_uri, make_tracker
+from pipelines.common.tracking import check_tracking_uri, make_tracker, run_context, run_title
 from swarmlab.engine import (
     BEST,
     autocast,
@@ -174,17 +174,20 @@ def evaluate_one(
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
+        context = {} if run_id else run_context(params)  # names a run only when there is no train run to resume
         tracker = make_tracker(
             True,
             task.key,
-            name,
+            run_title(name, params["profile"], context),
             run_id=run_id,
             tags={
                 "profile": params["profile"],
                 "model": run.model,
+                "run": name,
                 "stage": "evaluate",
                 "task": task.key,
                 "seed": run.seed,
+                **context,
             },
         )
         tracker.log_metrics(

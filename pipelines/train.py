@@ -45,7 +45,7 @@ from pipelines.common.runs import (
 )
 from pipelines.common.scheduler import Job, Scheduler
 from pipelines.common.seeds import set_seeds
-from pipelines.common.tracking import check_tracking_uri, make_tracker
+from pipelines.common.tracking import check_tracking_uri, make_tracker, run_context, run_title
 from tasks.base import is_endless
 from swarmlab.engine import CHECKPOINT, fit, resolve_device
 from swarmlab.errors import SwarmlabError, cli
@@ -151,18 +151,21 @@ def _train_in(
 
     run_file = work / RUN_FILE
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
+    context = run_context(params) if tracking else {}  # the DVC experiment and the overrides (run names, tracking.py)
     tracker = make_tracker(
         tracking,
         task.key,
-        run.name,
+        run_title(run.name, params["profile"], context),
         run_id=previous.get("run_id"),
         tags={
             "profile": params["profile"],
             "git_commit": git_commit(),
             "model": name,
+            "run": run.name,
             "stage": "train",
             "task": task.key,
             "seed": run.seed,
+            **context,
         },
     )
     atomic_write_text(

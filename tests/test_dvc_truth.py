@@ -110,7 +110,12 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
             assert section in params, (
                 f"{pipeline}:{name} reads defaults.{section} but not the override section {section}"
             )
-    assert {"profile", "profiles"} <= set(params), f"{pipeline}:{name}: every stage resolves the active profile"
+    assert {"profile", "profiles.${profile}"} <= set(params), (
+        f"{pipeline}:{name}: every stage resolves the active profile (declare `profile` and `profiles.${{profile}}`)"
+    )
+    assert "profiles" not in params, (
+        f"{pipeline}:{name} declares every profile: declare `profiles.${{profile}}`, the active one (dvc.yaml's header)"
+    )
 
 
 def test_the_import_walk_sees_imports_inside_functions(tmp_path):
@@ -133,10 +138,10 @@ def test_no_stage_declares_the_schedule():
         assert not any(p == "schedule" or p.startswith("schedule.") for p in declared), f"{pipeline}:{name}"
 
 
-@pytest.mark.slow
-def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
-    """`dvc status` in a tiny repo whose stage declares what train@<task> declares: an edit of `schedule` (parallel, a
-    profile's entry, a task's CPUs) leaves it up to date; an edit of a declared setting does not (the check can fail)."""
+def _tiny_repo_with(tmp_path, stage_name: str):
+    """A git + DVC repo in ``tmp_path`` with the repo's params.yaml and one stage declaring what ``stage_name``
+    declares, reproduced once; returns ``edit(change) -> dvc status output`` (``change`` edits the parsed params; the file is
+    restored afterwards)."""
     import os
     import shutil
     import subprocess
@@ -153,23 +158,56 @@ def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
     }
     sh = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
     shutil.copy(REPO_ROOT / "params.yaml", tmp_path / "params.yaml")
-    train = next(stage for _, name, stage in STAGES if name == "train@imdb")
-    stage = {"cmd": "echo done > out.txt", "params": train["params"], "outs": ["out.txt"]}
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
+    declared = next(stage for _, name, stage in STAGES if name == stage_name)
+    stage = {"cmd": "echo done > out.txt", "params": declared["params"], "outs": ["out.txt"]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"stage": stage}}))
     sh("git", "init", "-q")
     sh(dvc, "init", "-q")
     sh(dvc, "repro", "-q")
+    assert "up to date" in sh(dvc, "status")
 
     def edit(change) -> str:
-        raw = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        original = (tmp_path / "params.yaml").read_text()
+        raw = yaml.safe_load(original)
         change(raw)
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-        return sh(dvc, "status")
+        try:
+            return sh(dvc, "status")
+        finally:
+            (tmp_path / "params.yaml").write_text(original)  # each edit alone, against the reproduced state
 
-    assert "up to date" in sh(dvc, "status")
+    return edit
+
+
+@pytest.mark.slow
+def test_changing_the_schedule_leaves_dvc_status_clean(tmp_path):
+    """`dvc status` in a tiny repo whose stage declares what train@<task> declares: an edit of `schedule` (parallel, a
+    profile's entry, a task's CPUs) leaves it up to date; an edit of a declared setting does not (the check can fail)."""
+    edit = _tiny_repo_with(tmp_path, "train@imdb")
     assert "up to date" in edit(lambda raw: raw["schedule"].update(parallel=4, address="10.0.0.1:6379"))
     assert "up to date" in edit(lambda raw: raw["schedule"]["profiles"]["cpu"].update(cpus_per_run=2, gpus_per_run=0.5))
     assert "up to date" in edit(
         lambda raw: raw["schedule"].update(tasks={"imdb": {"swarmformer*": {"cpus_per_run": 2}}})
     )
     assert "changed" in edit(lambda raw: raw["defaults"]["train"].update(lr=1.0e-3))
+
+
+@pytest.mark.slow
+def test_a_stage_reruns_for_its_active_profile_only(tmp_path):
+    """Stages declare `profiles.${profile}`, not every profile: `dvc status` in a tiny repo whose stage declares what
+    train@imdb declares marks it for an edit of the active profile, of a section it reads and for a switch of profile,
+    and leaves it up to date for an edit of another profile or of a section it does not read."""
+    edit = _tiny_repo_with(tmp_path, "train@imdb")
+    active = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["profile"]
+    other = next(p for p in ("smoke", "paper", "claims") if p != active)
+    assert "up to date" in edit(lambda raw: raw["profiles"][other]["train"].update(max_epochs=7))
+    assert "up to date" in edit(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000))
+    assert "up to date" in edit(lambda raw: raw["defaults"]["sample"].update(num_samples=7))
+    assert "changed" in edit(
+        lambda raw: (
+            raw["profiles"][active].setdefault("tasks", {}).setdefault("imdb", {}).update(train={"eval_every": 7})
+        )
+    )
+    assert "changed" in edit(lambda raw: raw["defaults"]["tasks"]["imdb"]["train"].update(lr=1.0e-3))
+    assert "changed" in edit(lambda raw: raw["train"].update(lr=1.0e-3))
+    assert "changed" in edit(lambda raw: raw.update(profile=other))

@@ -157,7 +157,8 @@ def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store
     papers_exp = client.get_experiment_by_name("paper-baselines")
     run = client.search_runs([ours_exp.experiment_id])[0]
     paper = client.search_runs([papers_exp.experiment_id], "tags.baseline_key = 'seed000/table2/swarmformer-small'")[0]
-    assert run.info.run_name == "transformer-seed0" and "best_val_accuracy" in run.data.metrics
+    assert run.data.tags["run"] == "transformer-seed0" and "best_val_accuracy" in run.data.metrics
+    assert run.info.run_name.startswith("transformer-seed0 | ")  # | <profile> [| exp <DVC experiment>] [| overrides]
 
     runs_page = browse(f"{server}/#/experiments/{ours_exp.experiment_id}/runs", tmp_path, "runs")
     assert "Training runs" in runs_page, f"not the model-training view: {runs_page[:800]}"

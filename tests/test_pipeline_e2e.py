@@ -82,6 +82,7 @@ def test_smoke_profile_through_dvc(tmp_path):
         *sorted(images),
         *sorted(long_stages),
         "paper_baselines",
+        "summary",
         "report",
     ):
         assert f"Running stage '{stage}'" in proc.stdout, proc.stdout
@@ -155,6 +156,7 @@ def test_smoke_profile_through_dvc(tmp_path):
         *images,
         *long_stages,
         "paper_baselines",
+        "summary",
         "report",
     }
     trained = {
@@ -173,18 +175,20 @@ def test_smoke_profile_through_dvc(tmp_path):
     }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["mnist"]["options"].update(val_size=4000)) == {
         s for s in images if s.endswith("@mnist")
-    } | {"report"}
+    } | {"summary", "report"}  # the summary reads the task sections (each task's headline metric)
     assert stages_marked(lambda raw: raw["augment"].update(enabled=False)) == {"augment"}  # -S augment.enabled=false
     assert stages_marked(lambda raw: raw.update(profile="cpu")) == everything  # -S profile=cpu
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["imdb"].update(models=["transformer"])) == {
         "train@imdb",
         "evaluate@imdb",
+        "summary",
         "report",
     }
     assert stages_marked(lambda raw: raw["defaults"]["tasks"]["listops"]["options"].update(max_args=5)) == {
         "derive@listops",
         "train@listops",
         "evaluate@listops",
+        "summary",
         "report",
     }
     for task in ("lra_text", "listops"):  # the long track: every model, the task's own metrics
@@ -196,8 +200,12 @@ def test_smoke_profile_through_dvc(tmp_path):
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name("imdb")
     runs = client.search_runs([exp.experiment_id])
-    assert [r.info.run_name for r in runs] == ["swarmformer_small-seed0"]
+    assert [r.data.tags["run"] for r in runs] == ["swarmformer_small-seed0"]
     run = runs[0]
+    # named after its DVC experiment (`-S profile=` has the name's profile part; paths.datasets is no setting)
+    exp_name = run.data.tags["dvc_exp_name"]
+    assert run.info.run_name == f"swarmformer_small-seed0 | smoke | exp {exp_name}", run.info.run_name
+    assert run.data.tags["dvc_stage"] == "train@imdb" and run.data.tags["params_overrides"] == ""
     assert run.info.status == "FINISHED"
     assert {"val_accuracy", "train_loss", "test_accuracy", "latency_ms_p50", "peak_memory_mb"} <= set(run.data.metrics)
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]  # optimizer steps

@@ -24,6 +24,7 @@ console, with progress bars off.
 from __future__ import annotations
 
 import contextlib
+import json
 import dataclasses
 import importlib
 import os
@@ -360,6 +361,9 @@ class Scheduler:
         if tracking:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
+            from pipelines.common.tracking import CONTEXT_ENV, run_context
+
+            env[CONTEXT_ENV] = json.dumps(run_context(self.params))  # DVC's experiment and overrides, as here
         task = {
             "key": self.task.key,
             "options": dataclasses.asdict(self.task.options),

@@ -72,6 +72,97 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
 TRAINING_VIEW_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
+# ------------------------------------------------------------------------------------------------ run names
+# A run's name says where it came from: ``<model>-seed<k> | <profile> | exp <DVC experiment> | <overrides>``, e.g.
+# ``swarmformer_small-seed0 | smoke | exp forte-noil | train.lr=0.0003``. DVC sets DVC_EXP_NAME (the experiment's name,
+# random unless `dvc exp run -n` gives one) and DVC_EXP_BASELINE_REV (the commit it started from) for the stage
+# commands of `dvc exp run`, and DVC_STAGE (``train@imdb``) for those of `dvc exp run` and `dvc repro`. The overrides
+# are the params.yaml settings that differ from that commit's (from HEAD's outside an experiment): what `-S` set, or
+# an uncommitted edit. ``paths`` (where the data lies) and ``schedule`` (how runs are spread) change no result and
+# are left out; ``profile`` has its own part. A name already taken in the experiment gets `` #2``, `` #3``...
+DVC_ENV = ("DVC_EXP_NAME", "DVC_EXP_BASELINE_REV", "DVC_STAGE")
+CONTEXT_ENV = "SWARMLAB_RUN_CONTEXT"  # the driver's context, for Ray workers (pipelines/common/scheduler.py)
+NOT_SETTINGS = ("paths", "schedule", "profile")
+MAX_NAME = 250
+
+
+def _value(v) -> str:
+    import json
+
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def params_overrides(params_file: Path, rev: str) -> str | None:
+    """``key=value`` for every leaf of ``params_file`` that differs from its version at git ``rev`` (``~key`` for one
+    removed), space-separated, outside ``NOT_SETTINGS``; None when git cannot tell (no repository, file not tracked)."""
+    import subprocess
+
+    import yaml
+
+    from swarmlab.settings import flatten
+
+    params_file = Path(params_file).resolve()
+    try:
+        old_text = subprocess.run(
+            ["git", "-C", str(params_file.parent), "show", f"{rev}:./{params_file.name}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        new, old = (flatten(yaml.safe_load(s) or {}) for s in (params_file.read_text(), old_text))
+    except (OSError, subprocess.SubprocessError, yaml.YAMLError):
+        return None
+    keep = lambda k: k.split(".")[0] not in NOT_SETTINGS
+    changed = [f"{k}={_value(v)}" for k, v in new.items() if keep(k) and (k not in old or old[k] != v)]
+    removed = [f"~{k}" for k in old if keep(k) and k not in new]
+    return " ".join(changed + removed)
+
+
+def run_context(params: dict) -> dict:
+    """Tags saying where a run comes from: ``dvc_exp_name``, ``dvc_exp_baseline_rev``, ``dvc_stage`` (DVC's variables,
+    each only when DVC set it) and ``params_overrides`` (see above; absent when git cannot tell). A Ray worker reads its driver's
+    (``$SWARMLAB_RUN_CONTEXT``)."""
+    import json
+    import os
+
+    if os.environ.get(CONTEXT_ENV):
+        return json.loads(os.environ[CONTEXT_ENV])
+    tags = {k.lower(): os.environ[k] for k in DVC_ENV if os.environ.get(k)}
+    if params.get("params_file"):
+        overrides = params_overrides(Path(params["params_file"]), os.environ.get("DVC_EXP_BASELINE_REV") or "HEAD")
+        if overrides is not None:
+            tags["params_overrides"] = overrides[:5000]  # MLflow caps a tag's value
+    return tags
+
+
+def run_title(run: str, profile: str, context: dict) -> str:
+    """``<run> | <profile> | exp <name> | <overrides>``: the parts that exist, cut to MLflow's name length."""
+    parts = [run, str(profile)]
+    if context.get("dvc_exp_name"):
+        parts.append(f"exp {context['dvc_exp_name']}")
+    if context.get("params_overrides"):
+        parts.append(context["params_overrides"])
+    name = " | ".join(parts)
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+
+
+def unique_name(client, experiment_id: str, name: str) -> str:
+    """``name``, or ``name #k`` with the smallest k >= 2 that no run of the experiment has."""
+    prefix = name.split(" ")[0]  # <model>-seed<k>: letters, digits, - and _ only, safe in a filter string
+    taken = {
+        r.info.run_name
+        for r in client.search_runs(
+            [experiment_id], filter_string=f"attributes.run_name LIKE '{prefix}%'", max_results=50000
+        )
+    }
+    k, candidate = 1, name
+    while candidate in taken:
+        k += 1
+        candidate = f"{name} #{k}"
+    return candidate
+
+
 class NullTracker:
     """Accepts everything, records nothing (``--no-tracking``)."""
 
@@ -112,6 +203,8 @@ class MlflowTracker:
             all_tags = dict(tags or {})
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
+            if run_name:
+                run_name = unique_name(self.client, self.experiment_id, run_name)
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
             self.run_id = run.info.run_id
 

@@ -1,0 +1,95 @@
+"""The task keys are written in several places (params.yaml `defaults.tasks`, the `foreach` lists of dvc.yaml and
+sweeps/dvc.yaml, the train stage's monitors): each list must follow from params.yaml by a stated rule, so that a
+task added, renamed or removed in one place and not in another fails here instead of silently leaving a stage out.
+
+The rules:
+
+* the pipeline's tasks are the sections of `defaults.tasks` except those whose line says `not in dvc.yaml`
+  (`toy_counting`, the template; `arxiv11`, bring your own copy): `train@` and `evaluate@` run exactly these;
+* `derive@` and `data@` build the data of exactly the pipeline tasks whose task has its own `build_data` (IMDB's
+  data comes from prepare/augment/tokenize), each task in one of the two;
+* `sample@` runs exactly the pipeline tasks whose task has its own `sample`;
+* `frontier@` runs pipeline tasks only;
+* sweeps/dvc.yaml's `sweep@` runs exactly the tasks with a search space (`defaults.sweep.spaces`);
+* each `train@` item's `monitor` (the history plot's y) is the task's validation metric.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tasks import task_class
+from tasks.base import Task
+from tests.conftest import REPO_ROOT
+
+PARAMS_TEXT = (REPO_ROOT / "params.yaml").read_text()
+SECTIONS = yaml.safe_load(PARAMS_TEXT)["defaults"]["tasks"]
+DVC = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
+SWEEPS = yaml.safe_load((REPO_ROOT / "sweeps" / "dvc.yaml").read_text())["stages"]
+
+
+def foreach(stages: dict, name: str) -> dict:
+    items = stages[name]["foreach"]
+    return items if isinstance(items, dict) else {key: key for key in items}
+
+
+def off_pipeline() -> set[str]:
+    """Sections whose key line in params.yaml carries the comment `not in dvc.yaml`."""
+    return {key for key in SECTIONS if re.search(rf"^    {key}:.*#.*not in dvc\.yaml", PARAMS_TEXT, flags=re.M)}
+
+
+def task_of(key: str) -> type:
+    return task_class(SECTIONS[key].get("task") or key)
+
+
+PIPELINE = set(SECTIONS) - off_pipeline()
+
+
+def test_the_off_pipeline_tasks_are_the_documented_ones():
+    assert off_pipeline() == {"toy_counting", "arxiv11"}  # a new one must say so in params.yaml, and here
+
+
+@pytest.mark.parametrize("stage", ["train", "evaluate"])
+def test_train_and_evaluate_run_every_pipeline_task(stage):
+    keys = set(foreach(DVC, stage))
+    assert keys == PIPELINE, (
+        f"dvc.yaml {stage}@ runs {sorted(keys)}, params.yaml's pipeline tasks are {sorted(PIPELINE)}: add the missing "
+        f"ones to the foreach, or mark a section `# ... not in dvc.yaml` in params.yaml"
+    )
+
+
+def test_derive_and_data_build_every_task_that_builds_its_own_data():
+    derive, data = set(foreach(DVC, "derive")), set(foreach(DVC, "data"))
+    builders = {key for key in PIPELINE if task_of(key).build_data is not Task.build_data}
+    assert not derive & data, f"tasks in both derive@ and data@: {sorted(derive & data)}"
+    assert derive | data == builders, (
+        f"derive@ + data@ {sorted(derive | data)} != tasks with build_data {sorted(builders)}"
+    )
+    train = foreach(DVC, "train")
+    for key in derive:
+        assert foreach(DVC, "derive")[key]["data"] == train[key]["data"], key
+    for key in data:
+        assert train[key]["data"] == f"data/{key}", key
+
+
+def test_sample_runs_every_generative_task():
+    generative = {key for key in PIPELINE if task_of(key).sample is not Task.sample}
+    assert set(foreach(DVC, "sample")) == generative
+
+
+def test_frontier_runs_pipeline_tasks_only():
+    assert set(foreach(DVC, "frontier")) <= PIPELINE
+
+
+def test_sweeps_run_every_task_with_a_search_space():
+    spaces = set(yaml.safe_load(PARAMS_TEXT)["defaults"]["sweep"]["spaces"])
+    assert spaces <= set(SECTIONS)
+    assert set(foreach(SWEEPS, "sweep")) == spaces
+
+
+def test_each_history_plot_shows_the_task_monitor():
+    for key, item in foreach(DVC, "train").items():
+        assert item["monitor"] == f"val_{task_of(key).monitor}", key
