@@ -92,7 +92,8 @@ class Report:
             runs = read_task(self.reports, k, seed)
             self.results[k] = {**{r.model: r for r in runs if r.seed == seed}, **{r.run: r for r in runs}}
         root = self.reports.parent  # the work folder whose dvc.lock wrote these reports
-        self.stale = stale_stages(root) if (root / "dvc.lock").is_file() else {}
+        # the report stage does not judge itself: its lock entry is the one this run replaces
+        self.stale = stale_stages(root, writing=("report",)) if (root / "dvc.lock").is_file() else {}
         self.claims = load_claims()
         self.ledgers = [Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)]
         if (

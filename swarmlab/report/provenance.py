@@ -153,9 +153,13 @@ class Staleness:
         return f"stale since dvc.lock ({why}): `dvc repro {self.stage}` reruns {', '.join(self.rerun)}"
 
 
-def stale_stages(root: Path, lock_file: str = "dvc.lock", params_file: str = "params.yaml") -> dict[str, Staleness]:
+def stale_stages(
+    root: Path, lock_file: str = "dvc.lock", params_file: str = "params.yaml", writing: tuple[str, ...] = ()
+) -> dict[str, Staleness]:
     """Every stage of ``dvc.lock`` whose recorded dependencies or params differ from the tree at ``root``, or that
-    depends (through a path another stage writes) on such a stage."""
+    depends (through a path another stage writes) on such a stage. ``writing`` names the stages running now (the
+    report judging the pipeline): their own entries are the previous run's, about to be replaced, so their changes
+    do not count (under ``dvc repro`` the report stage runs before DVC writes its new lock entry)."""
     root = Path(root)
     try:
         lock = yaml.safe_load((root / lock_file).read_text(encoding="utf-8")) or {}
@@ -181,7 +185,7 @@ def stale_stages(root: Path, lock_file: str = "dvc.lock", params_file: str = "pa
             for key, value in (values or {}).items():
                 if _dotted(tree, key) != value:
                     changed.append(f"params {key}")
-        own[name] = changed
+        own[name] = [] if name in writing else changed
     outs = {name: [o["path"] for o in stage.get("outs") or []] for name, stage in stages.items()}
 
     def producers(name: str) -> list[str]:
