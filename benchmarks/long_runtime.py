@@ -42,9 +42,9 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from models import create_model
+from swarmlab.bench import train_step
 from swarmlab.engine import TrainConfig, make_optimizer
 from swarmlab.machine import describe_machine
 
@@ -110,16 +110,7 @@ def group_specs(group: str, seed_all: bool, paper: bool) -> list[Spec]:
 def make_train_step(model, ids, mask, labels):
     # fit's optimizer: AdamW, decay on matrices but not on what no_weight_decay() names, fused on CUDA
     opt = make_optimizer(model, TrainConfig(lr=1e-4, weight_decay=0.01, optimizer="adamw"), ids.device)
-
-    def step():
-        model.train()
-        loss = F.cross_entropy(model(ids, mask), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    return step
+    return train_step(model, (ids, mask), labels, opt, clip=1.0)
 
 
 def make_infer(model, ids, mask):

@@ -27,9 +27,9 @@ import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 
 from models import create_model
+from swarmlab.bench import timed, train_step
 from swarmlab.machine import describe_cpu
 from swarmlab.testing.reference_set_transformer import PublicISABEncoder
 from swarmlab.testing.reference_swarm import authors_swarm
@@ -75,27 +75,6 @@ PLAIN_ROW = (
 )
 
 
-def make_train_step(model, x, mask, labels):
-    """One train step as the module docstring says (the same step as set_step_bound.py times)."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-    def step():
-        model.train()
-        logits = model(x, mask)  # (B, N, K)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds after one warm-up (default 3)")
@@ -127,7 +106,14 @@ def main() -> None:
     for group, name, build in rows:
         torch.manual_seed(0)
         model = build(D_IN, K)
-        steps.append((group, name, make_train_step(model, x, mask, labels), sum(p.numel() for p in model.parameters())))
+        steps.append(
+            (
+                group,
+                name,
+                train_step(model, (x, mask), labels, torch.optim.Adam(model.parameters(), lr=1e-3)),
+                sum(p.numel() for p in model.parameters()),
+            )
+        )
     for _, _, step, _ in steps:  # warm-up: Adam state, allocator
         step()
     times = {name: [] for _, name, _, _ in steps}

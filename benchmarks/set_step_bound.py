@@ -39,11 +39,11 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 import torch.utils.flop_counter as fc
 
 from models import create_model
 from pipelines.common.params import PARAMS_FILE, load_params, read_yaml
+from swarmlab.bench import timed, timed_cpu, train_step
 from swarmlab.machine import describe_cpu
 
 TASK = "clustering_direct"
@@ -104,36 +104,9 @@ def count_step_flops(step) -> int:
 # ---- timing ------------------------------------------------------------------------------------------------
 
 
-def make_train_step(model, x, mask, labels):
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-    def step():
-        model.train()
-        logits = model(x, mask)  # (B, N, K)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
-
-
 def make_matmul(m: int, k: int, n: int):
     a, b = torch.randn(m, k), torch.randn(k, n)
     return (lambda: a @ b), 2 * m * k * n
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def timed_cpu(fn) -> tuple[float, float]:
-    """(wall seconds, this process's CPU seconds) of one call."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    fn()
-    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def rows_for(task: dict, with_plain: bool) -> list[tuple[str, dict]]:
@@ -160,7 +133,7 @@ def measure(task: dict, rows, B: int, N: int, threads: int, rounds: int) -> dict
         name = label.split()[0]
         torch.manual_seed(0)
         model = create_model(name, dim_input=2, dim_output=10, **overrides)
-        steps[label] = make_train_step(model, x, mask, labels)
+        steps[label] = train_step(model, (x, mask), labels, torch.optim.Adam(model.parameters(), lr=1e-3))
         flops[label] = count_step_flops(steps[label])  # also the warm-up (Adam state, allocator)
         params[label] = sum(p.numel() for p in model.parameters())
     ceilings = {"square": make_matmul(CEILING_N, CEILING_N, CEILING_N), "swarm": make_matmul(*SWARM_SHAPE)}

@@ -31,10 +31,10 @@ import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 
 from models import create_model
 from models.swarmformer import SwarmFormerConfig
+from swarmlab.bench import timed, train_step
 
 
 def model_flops(cfg: SwarmFormerConfig, batch: int) -> int:
@@ -56,23 +56,13 @@ def model_flops(cfg: SwarmFormerConfig, batch: int) -> int:
 
 
 def make_train_step(model, ids, mask, labels, *, amp: bool):
-    """One engine-style training step (see the module docstring)."""
+    """One engine-style training step (see the module docstring): AdamW with decay on matrices, clipping at 1."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.0381}, {"params": no_decay, "weight_decay": 0.0}], lr=4.74e-4
     )
-
-    def step():
-        model.train()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-            loss = F.cross_entropy(model(ids, mask).float(), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    return step
+    return train_step(model, (ids, mask), labels, opt, amp=amp, clip=1.0)
 
 
 def make_infer(model, ids, mask, *, amp: bool):
@@ -87,12 +77,6 @@ def make_infer(model, ids, mask, *, amp: bool):
 def make_matmul(m: int, k: int, n: int, dtype=torch.float32):
     a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     return (lambda: torch.mm(a, b)), 2 * m * k * n
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def bench_model(name: str, batch: int, rounds: int, use_compile: bool) -> dict:

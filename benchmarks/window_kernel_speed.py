@@ -23,13 +23,13 @@ import importlib.util
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 from models.layers.attention_patterns import sliding_chunks_attention
 from models.layers.window_attention import sliding_window_attention
+from swarmlab.bench import timed
 from swarmlab.machine import describe_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose git history holds the old kernels
@@ -46,12 +46,6 @@ def load_old(rev: str, path: str, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def main() -> None:
