@@ -34,6 +34,7 @@ from pipelines.common.ablations import grid_points, grid_spec
 from pipelines.common.cli import params_from, stage_parser
 from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
 from pipelines.common.runs import task_runs
+from pipelines.common.tracking import unique_name
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 
@@ -131,14 +132,22 @@ def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, t
 
 
 def _tag_runs(runs: dict, grid: str, point: dict) -> None:
+    """Tag each point's runs and name them ``<run> [<grid> <point>] | <profile> | ...``: the point goes in after the
+    run key, the rest of the train stage's name stays, and a rerun of the grid gets `` #2`` (names stay unique)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri())
     for run, run_id in runs.items():
-        if run_id:
-            client.set_tag(run_id, "ablation_grid", grid)
-            client.set_tag(run_id, "ablation_point", point["label"])
-            client.update_run(run_id, name=f"{run} [{grid} {point['label']}]")
+        if not run_id:
+            continue
+        client.set_tag(run_id, "ablation_grid", grid)
+        client.set_tag(run_id, "ablation_point", point["label"])
+        info = client.get_run(run_id).info
+        name, head = info.run_name or run, f"{run} [{grid} {point['label']}]"
+        if name.startswith(head):
+            continue  # named on an earlier pass (--resume)
+        rest = name[len(run) :] if name.startswith(run) else ""
+        client.update_run(run_id, name=unique_name(client, info.experiment_id, head + rest))
 
 
 def ablate(

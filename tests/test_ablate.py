@@ -119,7 +119,7 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
     run = client.get_run(two["runs"]["transformer-seed0"])
     assert run.data.tags["ablation_grid"] == "layers" and run.data.tags["ablation_point"] == "num_layers=2"
-    assert run.info.run_name == "transformer-seed0 [layers num_layers=2]"
+    assert run.info.run_name.startswith("transformer-seed0 [layers num_layers=2] | ")  # then the profile...
 
     again = ablate(
         params, "layers", resume=True, out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports"
@@ -129,3 +129,24 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     write_report(params, reports=tmp_path / "reports", outputs=tmp_path / "outputs")
     md = (tmp_path / "reports" / "REPORT.md").read_text()
     assert "### `layers`" in md and "| num_layers=2 | ok |" in md and "report/figures/ablation_layers.png" in md
+
+
+def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypatch):
+    """The same point run twice (a rerun of the grid) gives two distinct MLflow names; tagging again (--resume)
+    keeps the name it has."""
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.ablate import _tag_runs
+    from pipelines.common.tracking import MlflowTracker
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    ids = [MlflowTracker("toy", "m-seed0 | smoke", uri=uri).run_id for _ in range(2)]
+    client = MlflowClient(uri)
+    point = {"label": "num_layers=2"}
+    for run_id in ids:
+        _tag_runs({"m-seed0": run_id}, "layers", point)
+    _tag_runs({"m-seed0": ids[0]}, "layers", point)
+    names = [client.get_run(i).info.run_name for i in ids]
+    assert names == ["m-seed0 [layers num_layers=2] | smoke", "m-seed0 [layers num_layers=2] | smoke #2"], names
+    assert client.get_run(ids[1]).data.tags["ablation_point"] == "num_layers=2"
