@@ -70,11 +70,14 @@ class MlflowIndex:
             return None
 
     def latest(self, experiment: str, run_name: str):
-        """The newest finished run of that name that is not an ablation point; and how many such runs exist."""
+        """The newest finished run of that key (``<model>-seed<k>``: the stages' ``run`` tag; older runs were named
+        by it) that is not an ablation point; and how many such runs exist."""
         runs = [
             r
             for r in self.runs(experiment)
-            if r.info.run_name == run_name and "ablation_grid" not in r.data.tags and r.info.status == "FINISHED"
+            if (r.data.tags.get("run") or r.info.run_name) == run_name
+            and "ablation_grid" not in r.data.tags
+            and r.info.status == "FINISHED"
         ]
         return (runs[-1] if runs else None), len(runs)
 
