@@ -115,7 +115,7 @@ def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is
 
 
 def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path):
-    from conftest import free_port
+    from tests.pipelines.conftest import free_port
 
     params = _write_params(tmp_path / "params.yaml")
     run = run_train_toy(tmp_path / "w", params, "--parallel", "2", "--address", f"127.0.0.1:{free_port()}")

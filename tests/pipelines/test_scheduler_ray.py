@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import start_loopback_cluster
-from test_scheduler import strip, toy_params
+from tests.pipelines.conftest import start_loopback_cluster
+from tests.pipelines.test_scheduler import strip, toy_params
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from swarmlab.errors import SwarmlabError
 from pipelines.common.paths import REPO_ROOT
 from pipelines.sweep import sweep
 
-from conftest import short_tmpdir, tiny_params, write_params
+from tests.pipelines.conftest import short_tmpdir, tiny_params, write_params
 
 pytestmark = pytest.mark.slow
 LABEL = "[imdb/swarmformer_small]"

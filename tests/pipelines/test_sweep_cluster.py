@@ -16,7 +16,7 @@ import pytest
 
 from pipelines.common.paths import REPO_ROOT
 
-from conftest import free_port, start_loopback_cluster, write_params
+from tests.pipelines.conftest import free_port, start_loopback_cluster, write_params
 
 pytestmark = pytest.mark.slow
 

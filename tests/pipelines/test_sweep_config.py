@@ -19,7 +19,7 @@ from pipelines.common.search_space import resolve_space
 from pipelines.sweep import check_reachable, main, model_space, trial_resources, trial_train_config
 from tasks import get_task
 
-from conftest import TINY_SPACE, free_port, write_params
+from tests.pipelines.conftest import TINY_SPACE, free_port, write_params
 
 TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig))
 

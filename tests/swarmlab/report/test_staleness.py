@@ -16,7 +16,7 @@ from pipelines.report import write_report
 from swarmlab.report.provenance import file_md5, stale_stages
 from swarmlab.report.render import stale_listed
 from tests.conftest import REPO_ROOT
-from tests.test_report import TASK, fake_reports
+from tests.pipelines.test_report import TASK, fake_reports
 
 DVC = shutil.which("dvc") or str(Path(os.sys.executable).with_name("dvc"))
 

@@ -13,7 +13,7 @@ from pipelines.evaluate import evaluate
 from pipelines.train import train
 from swarmlab.errors import SwarmlabError
 from swarmlab.report.testsplit import READS, check_reads, read_entry, read_items, rereads
-from tests.test_long_tasks import long_params
+from tests.tasks.test_long_tasks import long_params
 
 
 def _entry(run="m-seed0", lr=1e-3, seed=0):

@@ -1,7 +1,7 @@
 """HSW: patch merging and its mask, stage lengths, padding invariance at 4096 tokens, configuration errors.
 
 Forward / backward / gradient and short-sequence padding checks of every registered model (hsw, hsw_small
-included) are in tests/test_model_zoo.py.
+included) are in tests/models/test_model_zoo.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Bad input never costs a good run, on the set, long-document and image tracks (issue 21), as tests/test_bad_input.py
-holds it for the text track: every case is one line on stderr (`error: ...`, exit 2) naming the culprit, and every
-output of the earlier good runs is byte-identical afterwards. Then kill -9 mid-write, a diverging run per track, and
-a subset of the table through `dvc repro` (the path the README documents).
+"""Bad input never costs a good run, on the set, long-document and image tracks (issue 21), as
+tests/pipelines/test_bad_input.py holds it for the text track: every case is one line on stderr (`error: ...`, exit 2)
+naming the culprit, and every output of the earlier good runs is byte-identical afterwards. Then kill -9 mid-write, a
+diverging run per track, and a subset of the table through `dvc repro` (the path the README documents).
 
 One good tiny pipeline per track (data -> train, plus evaluate, sample and frontier where the case needs them) is
 built once for the module, in this process; each case runs one stage as a user would (a subprocess with its own
@@ -31,9 +31,9 @@ import yaml
 
 from swarmlab.integrity import record_files
 from tests.conftest import REPO_ROOT, SHARED_DATASETS, held_before_swap
-from tests.test_bad_input import leftovers, snapshot
-from tests.test_bad_input import run as run_stage
-from tests.test_long_tasks import write_prepared
+from tests.pipelines.test_bad_input import leftovers, snapshot
+from tests.pipelines.test_bad_input import run as run_stage
+from tests.tasks.test_long_tasks import write_prepared
 
 pytestmark = pytest.mark.slow  # ~60 Python processes
 

@@ -13,7 +13,7 @@ import pytest
 from tasks.idx import IMAGES_MAGIC, LABELS_MAGIC, IdxError, load_mnist_like, read_idx, write_idx
 from tests.conftest import SHARED_DATASETS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def images(n=5, seed=0):

@@ -1,7 +1,7 @@
 """Partitioned (Swin-style) window attention: kernel vs the dense block-mask oracle, the wrap-around mask, module.
 
-The banded kernel (Longformer, enhanced SwarmFormer) is tested against its oracles in tests/test_baselines.py
-and tests/test_swarmformer_enhanced.py.
+The banded kernel (Longformer, enhanced SwarmFormer) is tested against its oracles in tests/models/test_baselines.py
+and tests/models/test_swarmformer_enhanced.py.
 """
 
 from __future__ import annotations

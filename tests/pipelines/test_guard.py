@@ -1,6 +1,6 @@
 """pipelines/common/guard.py in process: the dry run refuses a model before any run trains, a diverged run never
 replaces the previous one, and a run's seal catches a replaced checkpoint (the subprocess table of every track is
-tests/test_bad_input_tracks.py)."""
+tests/pipelines/test_bad_input_tracks.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from pipelines.common.runs import Run, load_best, make_task
 from pipelines.train import train
 from swarmlab.errors import SwarmlabError
-from tests.test_clustering_tasks import direct_data  # noqa: F401  (a module fixture: tiny clustering_direct data)
+from tests.tasks.test_clustering_tasks import direct_data  # noqa: F401  (a module fixture: tiny clustering_direct data)
 
 
 def files(root):

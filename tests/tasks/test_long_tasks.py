@@ -465,7 +465,7 @@ def test_data_train_evaluate_end_to_end(tmp_path, key):
 
 @pytest.mark.slow
 def test_data_stage_errors_are_one_line_from_the_command_line(tmp_path):
-    from tests.test_cli_errors import assert_one_line_error, base_params, run_stage
+    from tests.pipelines.test_cli_errors import assert_one_line_error, base_params, run_stage
 
     params = base_params()
     assert_one_line_error(
