@@ -43,7 +43,7 @@ import torch.nn.functional as F
 import torch.utils.flop_counter as fc
 
 from models import create_model
-from pipelines.common.params import PARAMS_FILE, load_params, read_yaml
+from swarmlab.params import PARAMS_FILE, load_params, read_yaml
 from swarmlab.machine import describe_cpu
 
 TASK = "clustering_direct"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 from pipelines.sweep import TOKENIZED_DIR, connect_ray, model_space, sweep
 
 
@@ -27,9 +27,9 @@ def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tra
     import torch
 
     from swarmlab.engine import TrainConfig, fit
-    from pipelines.common.seeds import set_seeds
-    from pipelines.common.sweep_trial import _load
-    from pipelines.common.tracking import MlflowTracker, NullTracker
+    from swarmlab.seeds import set_seeds
+    from swarmlab.sweep.trial import _load
+    from swarmlab.tracking import MlflowTracker, NullTracker
     from pipelines.sweep import trial_train_config
     from pipelines.train import build_model
     from tasks import get_task

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.ablations import grid_points, grid_spec
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
-from pipelines.common.runs import task_runs
+from swarmlab.ablations import grid_points, grid_spec
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
+from swarmlab.runs import task_runs
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 

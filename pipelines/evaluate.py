@@ -7,7 +7,7 @@ memory (process peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on GPU). Wr
 ``reports/evaluate/<task>/metrics.json`` (DVC metrics; keyed by run, ``<model>-seed<k>``, each entry naming its
 model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run.
 
-The runs go through the same scheduler as training (pipelines/common/scheduler.py: in this process, or fanned out
+The runs go through the same scheduler as training (swarmlab/schedule/scheduler.py: in this process, or fanned out
 over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
 
     python -m pipelines.evaluate [--task T] [--profile P] [--parallel N] [--address HOST:PORT] [--no-tracking]
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import (
+from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from swarmlab.runs import (
     Run,
     build_model,
     default_task,
@@ -41,8 +41,8 @@ from pipelines.common.runs import (
     train_dir,
     write_skipped,
 )
-from pipelines.common.scheduler import Job, Scheduler
-from pipelines.common.tracking import check_tracking_uri, make_tracker, run_context, run_title
+from swarmlab.schedule.scheduler import Job, Scheduler
+from swarmlab.tracking import check_tracking_uri, make_tracker, run_context, run_title
 from swarmlab.engine import (
     BEST,
     autocast,

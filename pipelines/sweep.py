@@ -27,13 +27,13 @@ import shutil
 import time
 from pathlib import Path
 
-from pipelines.common.cli import params_from, stage_parser
+from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
-from pipelines.common.cluster import absolute_tracking_uri, check_reachable, connect_ray, request, resolve_address  # noqa: F401
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.progress import progress_enabled
-from pipelines.common.search_space import ResolvedSpace, resolve_space
+from swarmlab.schedule.cluster import absolute_tracking_uri, check_reachable, connect_ray, request, resolve_address  # noqa: F401
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from swarmlab.progress import progress_enabled
+from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
 
 SWEEP_DIR = OUTPUTS_DIR / "sweep"
 REPORT_DIR = REPORTS_DIR / "sweep"
@@ -60,15 +60,15 @@ SETTINGS = (
 
 
 def check_settings(params: dict) -> dict:
-    """The checked ``sweep`` section (pipelines/common/sections.py: SweepConfig), as a dict."""
-    from pipelines.common.sections import section
+    """The checked ``sweep`` section (swarmlab/sections.py: SweepConfig), as a dict."""
+    from swarmlab.sections import section
 
     return dataclasses.asdict(section(params, "sweep"))
 
 
 def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
     """The resources each trial asks for (``tune.with_resources``), checked against the cluster's alive ``nodes``
-    by the one resource check the stages' runs use too (pipelines/common/cluster.py: ``request``)."""
+    by the one resource check the stages' runs use too (swarmlab/schedule/cluster.py: ``request``)."""
     return request(nodes, cpus, gpus, cpus_key="sweep.cpus_per_trial", gpus_key="sweep.gpus_per_trial").tune()
 
 
@@ -107,7 +107,7 @@ def configured_models(params: dict, task) -> list[str]:
     ``tasks.<task>.models``. Unknown names are still errors."""
     import models
 
-    from pipelines.common.runs import model_names as task_models
+    from swarmlab.runs import model_names as task_models
 
     fitting = []
     for name in params["sweep"]["models"]:
@@ -124,7 +124,7 @@ def configured_models(params: dict, task) -> list[str]:
 def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
     """TrainConfig keywords every trial (of ``model``) starts from: the task's training settings, with ``sweep.max_epochs``,
     ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
-    from pipelines.common.runs import train_settings
+    from swarmlab.runs import train_settings
 
     cfg = train_settings(params, task_name, model)
     sweep_cfg = params["sweep"]
@@ -155,7 +155,7 @@ def max_evaluations(train: dict) -> int:
 def model_space(name: str, task, params: dict) -> ResolvedSpace:
     """The checked search space of model ``name`` (the model is built once to read its config fields)."""
     from swarmlab.engine import TrainConfig
-    from pipelines.common.runs import build_model, model_overrides
+    from swarmlab.runs import build_model, model_overrides
 
     model = build_model(name, task, {})
     base_train = trial_train_config(params, task.key, name)
@@ -232,8 +232,8 @@ def sweep_model(
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.optuna import OptunaSearch
 
-    from pipelines.common.sweep_trial import TrialContext, TrialLog, objective, run_trial
-    from pipelines.common.tracking import MlflowTracker, NullTracker
+    from swarmlab.sweep.trial import TrialContext, TrialLog, objective, run_trial
+    from swarmlab.tracking import MlflowTracker, NullTracker
 
     cfg = params["sweep"]
     metric = objective(task.monitor)
@@ -424,7 +424,7 @@ def close_orphan_runs(uri: str, parent_run_id: str, trial_ids: set[str]) -> None
     """Mark KILLED the trial runs of a killed driver whose trials Tune had not recorded (it replaces them)."""
     from mlflow.tracking import MlflowClient
 
-    from pipelines.common.sweep_trial import TRIAL_TAG
+    from swarmlab.sweep.trial import TRIAL_TAG
 
     client = MlflowClient(tracking_uri=uri)
     exp_id = client.get_run(parent_run_id).info.experiment_id
@@ -442,7 +442,7 @@ def _trial_name(trial) -> str:
 
 def write_reports(report_dir: Path, *, task, params: dict, state: dict, results: dict) -> dict:
     """``best_params.json``, ``summary.md`` and ``summary.csv`` (every trial of every model, ranked)."""
-    from pipelines.common.sweep_trial import objective
+    from swarmlab.sweep.trial import objective
 
     metric = objective(task.monitor)
     per_model = {}
@@ -536,7 +536,7 @@ def sweep(
     Everything that can be checked without Ray (task, models, spaces, data) is checked before Ray starts.
     ``options`` replace keys of the task's options (``--data-dir`` sets ``data_dir``).
     """
-    from pipelines.common.runs import default_task, make_task
+    from swarmlab.runs import default_task, make_task
 
     task = make_task(params, default_task(params, task_name), options=options)
     task.root = task.root.resolve()
@@ -559,7 +559,7 @@ def sweep(
         state = {"sweep_id": f"{task.key}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", "models": {}}
     lines = (not progress_enabled()) if lines is None else lines
     if tracking:
-        from pipelines.common.tracking import check_tracking_uri
+        from swarmlab.tracking import check_tracking_uri
 
         check_tracking_uri()
 

@@ -5,11 +5,11 @@ Per run (``<model>-seed<k>``; the seeds default to the top-level ``seed`` alone)
 ``reports/train/<task>/history/<run>.csv`` (DVC plot) and an entry of ``reports/train/<task>/metrics.json``
 (DVC metrics; each entry names its model and seed, and the resources it ran with). The test split is not touched here.
 
-The runs go through the scheduler (pipelines/common/scheduler.py): one after another in this process, or fanned out
+The runs go through the scheduler (swarmlab/schedule/scheduler.py): one after another in this process, or fanned out
 over a local Ray or a cluster (top-level ``schedule:`` in params.yaml, ``--parallel``, ``--address``, ``$RAY_ADDRESS``;
 docs/ray.md). metrics.json is assembled from the finished runs' own records (``summary.json`` in each run folder), so
 a rerun keeps every finished run whose settings, code and data are unchanged and continues an interrupted one from
-its last checkpoint (pipelines/common/records.py); ``--restart`` trains every run over.
+its last checkpoint (swarmlab/records.py); ``--restart`` trains every run over.
 
     python -m pipelines.train [--task T] [--profile P] [--models a,b] [--resume | --restart] [--parallel N]
                               [--address HOST:PORT] [--no-tracking]
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.cli import add_schedule_arguments, params_from, stage_parser
-from pipelines.common.guard import check_outcome, dry_run, seal_run, start_record
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.records import RUN_FILE, SUMMARY, data_hash, finished_summary, run_fingerprint, same_unfinished
-from pipelines.common.runs import (
+from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.guard import check_outcome, dry_run, seal_run, start_record
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from swarmlab.records import RUN_FILE, SUMMARY, data_hash, finished_summary, run_fingerprint, same_unfinished
+from swarmlab.runs import (
     Run,
     build_model,
     default_task,
@@ -43,10 +43,10 @@ from pipelines.common.runs import (
     train_dir,
     write_skipped,
 )
-from pipelines.common.scheduler import Job, Scheduler
-from pipelines.common.seeds import set_seeds
-from pipelines.common.tracking import check_tracking_uri, make_tracker, run_context, run_title
-from tasks.base import is_endless
+from swarmlab.schedule.scheduler import Job, Scheduler
+from swarmlab.seeds import set_seeds
+from swarmlab.tracking import check_tracking_uri, make_tracker, run_context, run_title
+from swarmlab.batches import is_endless
 from swarmlab.engine import CHECKPOINT, fit, resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text, swap_into_place
@@ -78,7 +78,7 @@ def train_one(
     The run writes into ``.<run>.run/`` beside ``<run>/`` and is renamed into place at the end, so a failed
     or killed run leaves the previous checkpoints exactly as they were. ``resume`` continues the interrupted
     run in ``.<run>.run/`` (or, for a finished one given more epochs or steps, a copy of ``<run>/``) and
-    refuses one whose settings differ. ``fingerprint`` (pipelines/common/records.py) and ``resources`` (what the
+    refuses one whose settings differ. ``fingerprint`` (swarmlab/records.py) and ``resources`` (what the
     scheduler gave the run) are recorded in the run folder (run.json, summary.json). A run that diverged
     (``guard.check_outcome``; ``baseline``: the model's loss at initialisation, from the dry run) is refused and
     leaves the previous run in place too.

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from pipelines.ablate import ablate, point_params, write_params_file
-from pipelines.common.ablations import grid_points
-from pipelines.common.params import load_params
+from swarmlab.ablations import grid_points
+from swarmlab.params import load_params
 from swarmlab.errors import SwarmlabError
 
 
@@ -114,7 +114,7 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
         == 2
     )
 
-    from pipelines.common.paths import tracking_uri
+    from swarmlab.paths import tracking_uri
 
     client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
     run = client.get_run(two["runs"]["transformer-seed0"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.common.params import OVERRIDE_SECTIONS
+from swarmlab.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
 PIPELINES = [REPO_ROOT / "dvc.yaml", REPO_ROOT / "sweeps" / "dvc.yaml"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ray.tune import Callback
 
-from pipelines.common.search_space import ResolvedSpace
+from swarmlab.sweep.search_space import ResolvedSpace
 
 TRIAL_TAG = "ray_trial_id"
 SWEEP_TAG = "sweep_id"
@@ -90,7 +90,7 @@ def find_trial_run(client, experiment_id: str, sweep_id: str, trial_id: str) -> 
 
 
 def _tracker(ctx: TrialContext, trial_id: str):
-    from pipelines.common.tracking import MlflowTracker, NullTracker
+    from swarmlab.tracking import MlflowTracker, NullTracker
 
     if not ctx.tracking_uri:
         return NullTracker(), False
@@ -118,8 +118,8 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     from ray.tune import Checkpoint
 
     from swarmlab.engine import TrainConfig, fit
-    from pipelines.common.runs import build_model
-    from pipelines.common.seeds import set_seeds
+    from swarmlab.runs import build_model
+    from swarmlab.seeds import set_seeds
     from tasks import get_task
 
     trial_id = tune.get_context().get_trial_id()

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from pipelines.common.progress import progress
+from swarmlab.progress import progress
 from tasks.tokenization import PAD_ID
 
 CHUNK = 4096  # reviews per encode_batch call: large enough to keep the Rust thread pool busy

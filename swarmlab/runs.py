@@ -23,7 +23,7 @@ import dataclasses
 import fnmatch
 from pathlib import Path
 
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 
@@ -37,7 +37,7 @@ def default_task(params: dict, cli_task: str | None = None) -> str:
 
 def task_section(params: dict, key: str) -> dict:
     """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
-    from pipelines.common.sections import task_section as checked
+    from swarmlab.sections import task_section as checked
 
     return dataclasses.asdict(checked(params, key))
 
@@ -80,7 +80,7 @@ class Run:
 
 def task_seeds(params: dict, task_name: str) -> list[int]:
     """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
-    from pipelines.common.sections import seed
+    from swarmlab.sections import seed
 
     return list(task_section(params, task_name).get("seeds") or [seed(params)])
 
@@ -174,7 +174,7 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     """
     import typing
 
-    from pipelines.common.sections import seed, source_of
+    from swarmlab.sections import seed, source_of
     from swarmlab.settings import check_value
 
     where_task = f"tasks.{task_name}.train"
@@ -207,7 +207,7 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
 def evaluate_settings(params: dict, task_name: str) -> dict:
     """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
     every setting is; its batch_size is also the validation batch of training."""
-    from pipelines.common.sections import EvaluateConfig, section, source_of
+    from swarmlab.sections import EvaluateConfig, section, source_of
     from swarmlab.settings import parse
 
     base = dataclasses.asdict(section(params, "evaluate"))
@@ -267,7 +267,7 @@ def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "tr
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     model = build_model(run.model, task, model_overrides(params, task.key, run.model))
     load_weights(model, load_checkpoint(ckpt), ckpt)
-    from pipelines.common.guard import check_run  # guard imports this module
+    from swarmlab.guard import check_run  # guard imports this module
 
     check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
     return model
