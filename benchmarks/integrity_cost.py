@@ -15,7 +15,8 @@ import statistics
 import time
 
 from swarmlab.params import load_params
-from swarmlab.runs import build_model, make_task, model_names, model_overrides
+from swarmlab.runs import make_task, model_names
+from swarmlab.run_config import build_model, model_overrides
 
 TASKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
 

@@ -26,21 +26,8 @@ import torch
 
 from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.runs import (
-    Run,
-    build_model,
-    default_task,
-    evaluate_settings,
-    load_best,
-    make_task,
-    model_overrides,
-    report_dir,
-    skip_reason,
-    task_runs,
-    train_config,
-    train_dir,
-    write_skipped,
-)
+from swarmlab.runs import Run, default_task, make_task, report_dir, skip_reason, task_runs, train_dir, write_skipped
+from swarmlab.run_config import build_model, evaluate_settings, load_best, model_overrides, train_config
 from swarmlab.schedule.scheduler import Job, Scheduler
 from swarmlab.tracking import check_tracking_uri, make_tracker, run_context, run_title
 from swarmlab.engine import (

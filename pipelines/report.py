@@ -28,7 +28,7 @@ import models
 from swarmlab.ablations import grid_points
 from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
-from swarmlab.runs import model_overrides, train_settings
+from swarmlab.run_config import model_overrides, train_settings
 from swarmlab.errors import cli
 from swarmlab.report import assemble
 from swarmlab.report.baselines import BASELINES_FILE

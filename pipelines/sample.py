@@ -22,7 +22,8 @@ import torch
 
 from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.runs import default_task, load_best, make_task, report_dir, task_runs, train_settings
+from swarmlab.runs import default_task, make_task, report_dir, task_runs
+from swarmlab.run_config import load_best, train_settings
 from swarmlab.sections import section
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli

@@ -124,7 +124,7 @@ def configured_models(params: dict, task) -> list[str]:
 def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
     """TrainConfig keywords every trial (of ``model``) starts from: the task's training settings, with ``sweep.max_epochs``,
     ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
-    from swarmlab.runs import train_settings
+    from swarmlab.run_config import train_settings
 
     cfg = train_settings(params, task_name, model)
     sweep_cfg = params["sweep"]
@@ -155,7 +155,7 @@ def max_evaluations(train: dict) -> int:
 def model_space(name: str, task, params: dict) -> ResolvedSpace:
     """The checked search space of model ``name`` (the model is built once to read its config fields)."""
     from swarmlab.engine import TrainConfig
-    from swarmlab.runs import build_model, model_overrides
+    from swarmlab.run_config import build_model, model_overrides
 
     model = build_model(name, task, {})
     base_train = trial_train_config(params, task.key, name)

@@ -31,18 +31,16 @@ from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.records import RUN_FILE, SUMMARY, data_hash, finished_summary, run_fingerprint, same_unfinished
 from swarmlab.runs import (
     Run,
-    build_model,
     default_task,
     make_task,
     model_names,
-    model_overrides,
     report_dir,
     skip_reason,
     task_runs,
-    train_config,
     train_dir,
     write_skipped,
 )
+from swarmlab.run_config import build_model, model_overrides, train_config
 from swarmlab.schedule.scheduler import Job, Scheduler
 from swarmlab.seeds import set_seeds
 from swarmlab.tracking import check_tracking_uri, make_tracker, run_context, run_title

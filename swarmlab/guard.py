@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from swarmlab.runs import build_model, model_overrides, train_config
+from swarmlab.run_config import build_model, model_overrides, train_config
 from swarmlab.seeds import set_seeds
 from swarmlab.engine import (
     BEST,

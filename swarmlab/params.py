@@ -65,7 +65,7 @@ def _merge(schema: dict, override: dict, where: str, source: str) -> dict:
         path = f"{where}.{key}" if where else key
         if key not in schema and PER_MODEL_SECTION.fullmatch(where):
             # an engine setting or config field the defaults' section leaves out, or one model's (or a glob's) own
-            # settings: checked where they are used (swarmlab.runs: train_settings, build_model)
+            # settings: checked where they are used (swarmlab.run_config: train_settings, build_model)
             out[key] = copy.deepcopy(value)
             continue
         if key not in schema:

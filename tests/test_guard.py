@@ -10,7 +10,8 @@ import hashlib
 import pytest
 import torch
 
-from swarmlab.runs import Run, load_best, make_task
+from swarmlab.runs import Run, make_task
+from swarmlab.run_config import load_best
 from pipelines.train import train
 from swarmlab.errors import SwarmlabError
 from tests.test_clustering_tasks import direct_data  # noqa: F401  (a module fixture: tiny clustering_direct data)

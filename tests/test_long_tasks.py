@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from swarmlab.params import load_params
-from swarmlab.runs import build_model, make_task, model_names, model_overrides
+from swarmlab.runs import make_task, model_names
+from swarmlab.run_config import build_model, model_overrides
 from swarmlab.errors import SwarmlabError
 from tasks.long_data import (
     ARXIV11_CATEGORIES,

@@ -5,7 +5,8 @@ import copy
 import pytest
 
 from swarmlab.params import load_params
-from swarmlab.runs import build_model, make_task, train_config
+from swarmlab.runs import make_task
+from swarmlab.run_config import build_model, train_config
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
@@ -97,7 +98,7 @@ def test_the_data_stage_refuses_a_task_with_stages_of_its_own(tmp_path):
 
 
 def test_model_overrides_may_hold_fields_for_one_model_only():
-    from swarmlab.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with()
     params["tasks"]["clustering_mog"]["model_overrides"] = {
@@ -188,7 +189,7 @@ def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path
 
 
 def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
-    from swarmlab.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -227,7 +228,7 @@ def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
     ],
 )
 def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
-    from swarmlab.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": per_model})
     with pytest.raises(SwarmlabError, match=message) as info:
@@ -236,7 +237,7 @@ def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
 
 
 def test_a_refused_per_model_override_names_the_section():
-    from swarmlab.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -253,7 +254,7 @@ def test_a_refused_per_model_override_names_the_section():
 
 
 def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
-    from swarmlab.runs import evaluate_settings
+    from swarmlab.run_config import evaluate_settings
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "evaluate": {"batch_size": 7}})
     assert evaluate_settings(params, "counting") == {**params["evaluate"], "batch_size": 7}

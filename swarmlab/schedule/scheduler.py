@@ -45,7 +45,8 @@ from swarmlab.schedule.cluster import (
     request,
     resolve_address,
 )
-from swarmlab.runs import Run, _for_model, _per_model, train_config
+from swarmlab.runs import Run
+from swarmlab.run_config import for_model, split_per_model, train_config
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, parse, setting
 
@@ -95,7 +96,7 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
         for key, value in base.tasks.items():
             if not isinstance(value, dict):
                 raise SettingsError(f"schedule.tasks.{key} must be a mapping, got {value!r}")
-            shared, per_model = _per_model(value, f"schedule.tasks.{key}")
+            shared, per_model = split_per_model(value, f"schedule.tasks.{key}")
             for part, entries in [(f"schedule.tasks.{key}", shared)] + [
                 (f"schedule.tasks.{key}.{m}", v) for m, v in per_model.items()
             ]:
@@ -122,11 +123,11 @@ class _RunResources:
 
 def run_resources(cfg: ScheduleConfig, task_key: str, model: str) -> tuple[float, float]:
     """(CPUs, GPUs) one run of ``model`` asks for: ``schedule``, then ``schedule.tasks.<task>``, then its model's mapping."""
-    shared, per_model = _per_model(dict(cfg.tasks.get(task_key) or {}), f"schedule.tasks.{task_key}")
+    shared, per_model = split_per_model(dict(cfg.tasks.get(task_key) or {}), f"schedule.tasks.{task_key}")
     values = {
         "cpus_per_run": cfg.cpus_per_run,
         "gpus_per_run": cfg.gpus_per_run,
-        **_for_model(shared, per_model, model),
+        **for_model(shared, per_model, model),
     }
     return float(values["cpus_per_run"]), float(values["gpus_per_run"])
 

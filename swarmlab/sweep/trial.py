@@ -118,7 +118,7 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     from ray.tune import Checkpoint
 
     from swarmlab.engine import TrainConfig, fit
-    from swarmlab.runs import build_model
+    from swarmlab.run_config import build_model
     from swarmlab.seeds import set_seeds
     from tasks import get_task
 

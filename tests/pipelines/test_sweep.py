@@ -138,7 +138,7 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
 
     # the interrupted trial ends where an uninterrupted run of its configuration ends
     from swarmlab.engine import TrainConfig, fit
-    from swarmlab.runs import build_model
+    from swarmlab.run_config import build_model
     from swarmlab.seeds import set_seeds
     from swarmlab.sweep.trial import _load
     from pipelines.sweep import trial_train_config
