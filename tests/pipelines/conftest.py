@@ -137,7 +137,7 @@ def ray_local():
 
     import ray
 
-    from pipelines.sweep import connect_ray
+    from swarmlab.schedule.cluster import connect_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp_dir = short_tmpdir("rt")

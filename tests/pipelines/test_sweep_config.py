@@ -16,7 +16,9 @@ from swarmlab.engine import TrainConfig
 from swarmlab.errors import SwarmlabError
 from swarmlab.params import load_params, validate_all
 from swarmlab.sweep.search_space import resolve_space
-from pipelines.sweep import check_reachable, main, model_space, trial_resources, trial_train_config
+from pipelines.sweep import main
+from swarmlab.schedule.cluster import check_reachable
+from swarmlab.sweep.setup import model_space, trial_resources, trial_train_config
 from tasks import get_task
 
 from conftest import TINY_SPACE, free_port, write_params
@@ -132,7 +134,7 @@ def test_clustering_direct_spaces_are_the_seeds_table_1():
 
 def test_a_task_sweeps_its_own_models_when_sweep_models_name_another_tracks():
     from swarmlab.runs import make_task
-    from pipelines.sweep import configured_models
+    from swarmlab.sweep.setup import configured_models
 
     params = load_params(profile="smoke")
     assert configured_models(params, IMDB) == ["swarmformer_small"]
@@ -319,7 +321,7 @@ def test_runs_of_trials_tune_never_recorded_are_closed(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from swarmlab.tracking import MlflowTracker
-    from pipelines.sweep import close_orphan_runs
+    from swarmlab.sweep.orphans import close_orphan_runs
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     parent = MlflowTracker("imdb-sweep", "sweep-x", uri=uri)
