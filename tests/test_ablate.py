@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-from pipelines.ablate import ablate, point_params, write_params_file
-from swarmlab.ablations import grid_points
+from pipelines.ablate import ablate
+from swarmlab.ablations import grid_points, point_params, write_params_file
 from swarmlab.params import load_params
 from swarmlab.errors import SwarmlabError
 
