@@ -24,8 +24,14 @@ from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR
 from swarmlab.progress import progress_enabled
 from swarmlab.runs import default_task, make_task
 from swarmlab.stage_cli import params_from, stage_parser
-from swarmlab.sweep.setup import check_settings, configured_models, max_evaluations, model_names, model_space
-from swarmlab.sweep.setup import trial_train_config
+from swarmlab.sweep.setup import (
+    check_settings,
+    configured_models,
+    max_evaluations,
+    model_names,
+    model_space,
+    trial_train_config,
+)
 from swarmlab.sweep.tables import write_reports
 from swarmlab.sweep.tune import load_state, sweep_models
 from swarmlab.tracking import check_tracking_uri
