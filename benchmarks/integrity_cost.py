@@ -14,8 +14,9 @@ import argparse
 import statistics
 import time
 
-from pipelines.common.params import load_params
-from pipelines.common.runs import build_model, make_task, model_names, model_overrides
+from swarmlab.params import load_params
+from swarmlab.runs import make_task, model_names
+from swarmlab.run_config import build_model, model_overrides
 
 TASKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.paths import REPO_ROOT
+from swarmlab.paths import REPO_ROOT
 from swarmlab.machine import describe_machine
 
 CONFIGS = [  # (label, schedule, train.num_threads)

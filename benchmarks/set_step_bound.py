@@ -42,9 +42,9 @@ import torch
 import torch.utils.flop_counter as fc
 
 from models import create_model
-from pipelines.common.params import PARAMS_FILE, load_params, read_yaml
 from swarmlab.bench import timed, timed_cpu, train_step
 from swarmlab.machine import describe_cpu
+from swarmlab.params import PARAMS_FILE, load_params, read_yaml
 
 TASK = "clustering_direct"
 CEILING_N = 1024  # square fp32 matmul for the ceiling

@@ -2,10 +2,10 @@
 
 Runs the sweep of ``--profile`` (default smoke) with one trial at a time and no early stopping, then trains
 the very same configurations with ``engine.fit`` in this process, with and without MLflow, and prints
-seconds per trial and the difference. Needs the task's tokenized data (``dvc repro tokenize`` or
-``python -m pipelines.tokenize --profile smoke``).
+seconds per trial and the difference. Needs the task's data (for imdb, the default task: ``dvc repro tokenize`` or
+``python -m pipelines.tokenize --profile smoke``); ``--task toy_counting`` generates its own.
 
-    python benchmarks/sweep_overhead.py [--profile smoke] [--trials 4] [--epochs 1] [--data-dir data/tokenized]
+    python benchmarks/sweep_overhead.py [--profile smoke] [--task T] [--trials 2,6] [--epochs 1] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -17,37 +17,34 @@ import tempfile
 import time
 from pathlib import Path
 
+from swarmlab.engine import TrainConfig, fit
+from swarmlab.params import load_params
+from swarmlab.run_config import build_model
+from swarmlab.runs import make_task
+from swarmlab.schedule.cluster import connect_ray
+from swarmlab.seeds import set_seeds
+from swarmlab.sweep.setup import check_settings, model_space, trial_train_config
+from swarmlab.sweep.trial import load_split
+from swarmlab.sweep.tune import load_state, sweep_models
+from swarmlab.tracking import MlflowTracker, NullTracker
 
-from pipelines.common.params import load_params
-from pipelines.sweep import TOKENIZED_DIR, connect_ray, model_space, sweep
 
-
-def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tracking_uri: str | None) -> list[float]:
+def direct_fits(configs: list[dict], *, space, task, params: dict, tracking_uri: str | None) -> list[float]:
     """Seconds of each ``fit`` of ``configs`` (decoded values), done the way a trial does it, in this process."""
     import torch
 
-    from swarmlab.engine import TrainConfig, fit
-    from pipelines.common.seeds import set_seeds
-    from pipelines.common.sweep_trial import _load
-    from pipelines.common.tracking import MlflowTracker, NullTracker
-    from pipelines.sweep import trial_train_config
-    from pipelines.train import build_model
-    from tasks import get_task
-
-    task = get_task(params["task"])
-    meta = json.loads((data_dir / "meta.json").read_text())
-    parent = MlflowTracker("imdb-direct", "direct", uri=tracking_uri) if tracking_uri else None
+    experiment = f"{task.key}-direct"
+    parent = MlflowTracker(experiment, "direct", uri=tracking_uri) if tracking_uri else None
     times = []
     for values in configs:
         t0 = time.perf_counter()
         train_kw, model_kw = space.split(values)
-        set_seeds(trial_train_config(params)["seed"])
-        model = build_model(space.model, task, meta, {**space.model_base, **model_kw})
-        seq_len = model.cfg.seq_len
-        train_ds, val_ds = _load(task, str(data_dir), "train", seq_len), _load(task, str(data_dir), "val", seq_len)
-        cfg = TrainConfig(**{**trial_train_config(params), **train_kw, "num_threads": 1})
+        cfg = TrainConfig(**{**trial_train_config(params, task.key, space.model), **train_kw, "num_threads": 1})
+        set_seeds(cfg.seed)
+        model = build_model(space.model, task, {**space.model_base, **model_kw})
+        train_ds, val_ds = load_split(task, "train", model.cfg), load_split(task, "val", model.cfg)
         tracker = (
-            MlflowTracker("imdb-direct", "trial", parent_run_id=parent.run_id, uri=tracking_uri)
+            MlflowTracker(experiment, "trial", parent_run_id=parent.run_id, uri=tracking_uri)
             if parent
             else NullTracker()
         )
@@ -65,6 +62,7 @@ def direct_fits(configs: list[dict], *, space, params: dict, data_dir: Path, tra
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--task", default=None, help="the task to sweep (default: params `task`)")
     parser.add_argument(
         "--trials",
         default="2,6",
@@ -72,13 +70,14 @@ def main() -> None:
         "of a sweep from the cost of each further trial",
     )
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--data-dir", default=str(TOKENIZED_DIR))
+    parser.add_argument("--data-dir", default=None, help="the task's data folder (default: its data_dir option)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.trials.split(",")]
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("SWARMLAB_PROGRESS", "0")
-    data_dir = Path(args.data_dir).resolve()
+    options = {"data_dir": str(Path(args.data_dir).resolve())} if args.data_dir else None
     params = load_params(profile=args.profile)
+    task = make_task(params, args.task or params["task"], options=options)
     params["sweep"].update(
         max_concurrent=1,
         cpus_per_trial=1,
@@ -87,12 +86,13 @@ def main() -> None:
         grace_period=args.epochs,
         startup_trials=max(sizes),
     )
-    from tasks import get_task
-
-    meta = json.loads((data_dir / "meta.json").read_text())
     model = params["sweep"]["models"][0]
+    if model == "all" or model not in params["tasks"][task.key]["models"]:
+        model = params["tasks"][task.key]["models"][0]  # sweep.models names another track's models
     params["sweep"]["models"] = [model]
-    space = model_space(model, get_task(params["task"]), params, meta)
+    # a task without a space of its own (toy_counting) sweeps the learning rate alone
+    params["sweep"]["spaces"].setdefault(task.key, {"default": {"lr": {"loguniform": [3.0e-4, 3.0e-3]}}})
+    space = model_space(model, task, params)
 
     t0 = time.perf_counter()
     connect_ray(None)
@@ -104,8 +104,8 @@ def main() -> None:
         direct_fits(
             [space.decode({d.name: (d.values[0] if d.values else d.low) for d in space.dims})],
             space=space,
+            task=task,
             params=params,
-            data_dir=data_dir,
             tracking_uri=None,
         )
         for tracking in (False, True):
@@ -119,14 +119,25 @@ def main() -> None:
                 params["sweep"]["num_samples"] = n
                 out = tmp / f"out-{tracking}-{n}"
                 t0 = time.perf_counter()
-                sweep(params, data_dir=data_dir, out_root=out, report_root=tmp / "rep", tracking=tracking, lines=True)
+                sweep_models(  # what `python -m pipelines.sweep` runs once its checks pass, on the Ray started above
+                    [model],
+                    {model: space},
+                    task=task,
+                    params=params,
+                    cfg=check_settings(params),
+                    ray_dir=out / task.key / "ray",
+                    state=load_state(out / task.key, task.key, resume=False),
+                    address=None,
+                    num_cpus=None,
+                    resume=False,
+                    tracking=tracking,
+                    lines=True,
+                )
                 tune_s = time.perf_counter() - t0
-                trial_dirs = sorted((out / params["task"] / "ray" / model).glob("trial_*"))
+                trial_dirs = sorted((out / task.key / "ray" / model).glob("trial_*"))
                 configs = [space.decode(json.loads((d / "params.json").read_text())) for d in trial_dirs]
                 direct_s = sum(
-                    direct_fits(
-                        configs, space=space, params=params, data_dir=data_dir, tracking_uri=uri if tracking else None
-                    )
+                    direct_fits(configs, space=space, task=task, params=params, tracking_uri=uri if tracking else None)
                 )
                 rows.append(("mlflow" if tracking else "off", len(configs), direct_s, tune_s))
     import ray

@@ -1,6 +1,6 @@
 """Tokenization throughput on 100k real IMDB reviews (train + test + 50k unlabelled), one process run.
 
-Compares the stage's path (`pipelines.common.text_encoding.encode_texts`: prefix cut, plain-ASCII reviews lower-cased
+Compares the stage's path (`swarmlab.text.encoding.encode_texts`: prefix cut, plain-ASCII reviews lower-cased
 in Python and tokenized without BERT's normalizer, encode_batch_fast, numpy padding) with the plain
 `tokenizers` call (`encode_batch` on whole reviews, normalizer and padding in the library), and checks that
 both give the same ids.
@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipelines.common.paths import datasets_dir
-from pipelines.common.text_encoding import encode_texts
+from swarmlab.paths import datasets_dir
+from swarmlab.text.encoding import encode_texts
 from tasks.tokenization import build_wordpiece
 
 

@@ -3,7 +3,7 @@
 Tags with a meaning for every model: ``ignores_mask`` = the model's output depends on padded positions
 (it does not honour ``attention_mask``); the padding-invariance test skips such models explicitly.
 ``permutation_equivariant`` (kind "set") = permuting the real entities of a set permutes the per-entity
-outputs the same way (in eval mode; for ``lstm_sorted`` when the points are distinct); tests/test_set_models.py
+outputs the same way (in eval mode; for ``lstm_sorted`` when the points are distinct); tests/models/test_set_models.py
 checks every model so tagged.
 """
 
@@ -20,6 +20,6 @@ from models import hsw  # noqa: F401  (registers hsw, hsw_small)
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.
 for _name in ("swarmformer_small", "swarmformer_base"):
     add_tags(_name, "ignores_mask")
-add_tags("swarm", "permutation_equivariant")  # mean pooling (the default); tests/test_set_models.py checks it
+add_tags("swarm", "permutation_equivariant")  # mean pooling (the default); tests/models/test_set_models.py checks it
 
 __all__ = ["add_tags", "create_model", "list_models", "model_entry", "register_model"]

@@ -1,1 +1,1 @@
-"""One module per DVC stage (prepare, tokenize, train, evaluate, ...); shared plumbing in pipelines.common."""
+"""One module per DVC stage (prepare, tokenize, train, evaluate, ...); each a thin main() over the swarmlab library."""

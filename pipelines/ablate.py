@@ -19,135 +19,16 @@ turns them into a table and a plot.
 
 from __future__ import annotations
 
-import copy
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import yaml
-
-from pipelines.common.ablations import grid_points, grid_spec
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, WORK_ROOT, git_commit, tracking_uri
-from pipelines.common.runs import task_runs
-from pipelines.common.tracking import unique_name
+from swarmlab.ablation_runs import DEFAULT_STAGES, run_point
+from swarmlab.ablations import grid_points, grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
-
-TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
-DEFAULT_STAGES = ("train", "evaluate")
-
-
-def set_dotted(params: dict, dotted: str, value, where: str) -> None:
-    node, parts = params, dotted.split(".")
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            raise SwarmlabError(f"{where}: {dotted!r} does not name a params section ({part!r} is not a mapping)")
-        node = node[part]
-    node[parts[-1]] = copy.deepcopy(value)
-
-
-def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:
-    out = copy.deepcopy(params)
-    for dotted, value in (spec.get("set") or {}).items():  # what every point shares (a budget, a length): not in labels
-        set_dotted(out, dotted, value, f"ablations.{grid}.set")
-    for dotted, value in point["overrides"].items():
-        set_dotted(out, dotted, value, f"ablations.{grid}.vary")
-    if point["model"]:
-        out["tasks"][spec["task"]]["models"] = [point["model"]]
-    return out
-
-
-def write_params_file(params: dict, path: Path) -> None:
-    """A params.yaml whose defaults are ``params`` as resolved, under a profile of the same name with no overrides."""
-    profile = params.get("profile") or "ablation"
-    defaults = {k: v for k, v in params.items() if k not in ("profile", "paths", "schedule")}
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "profile": profile,
-                "paths": params.get("paths") or {},
-                "defaults": defaults,
-                "profiles": {profile: {}},
-                "schedule": params.get("schedule") or {},
-            },
-            sort_keys=False,
-        )
-    )
-
-
-def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:
-    """Run the point's stages in its own workspace; returns its entry of results.json."""
-    task = spec["task"]
-    side = root / point["point"]
-    if side.exists():
-        shutil.rmtree(side)
-    side.mkdir(parents=True)
-    for rel in spec.get("reuse", ["data"]):
-        src, dst = WORK_ROOT / rel, side / rel
-        if not src.exists():
-            raise SwarmlabError(f"ablations.{grid}.reuse: {src} does not exist: build it first (dvc repro)")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.symlink_to(src, target_is_directory=src.is_dir())
-    p = point_params(params, spec, point, grid)
-    write_params_file(p, side / "params.yaml")
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(side), "MLFLOW_TRACKING_URI": tracking_uri()}
-    started, log = time.perf_counter(), side / "run.log"
-    commands = []
-    for stage in spec.get("stages") or DEFAULT_STAGES:
-        cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(side / "params.yaml")]
-        cmd += ["--task", task] if stage in TASK_STAGES else []
-        cmd += ["--no-tracking"] if not tracking and stage in ("train", "evaluate") else []
-        commands.append(" ".join(cmd[1:]))
-        print(f"[{grid}/{point['point']}] {' '.join(cmd[1:3])}", flush=True)
-        with open(log, "a") as fh:
-            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-        if proc.returncode != 0:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            return {
-                **point,
-                "status": "failed",
-                "failed_stage": stage,
-                "error": " / ".join(tail),
-                "wall_s": round(time.perf_counter() - started, 1),
-            }
-    entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": str(side)}
-    runs = [run.name for run in task_runs(p, task)]
-    for stage in ("train", "evaluate"):
-        f = side / "reports" / stage / task / "metrics.json"
-        metrics = json.loads(f.read_text()) if f.is_file() else {}
-        entry[stage] = {r: metrics[r] for r in runs if r in metrics}
-    entry["runs"] = {}
-    for run in runs:
-        run_file = side / "outputs" / "train" / task / run / "run.json"
-        if run_file.is_file():
-            entry["runs"][run] = json.loads(run_file.read_text()).get("run_id")
-    if tracking and any(entry["runs"].values()):
-        _tag_runs(entry["runs"], grid, point)
-    return entry
-
-
-def _tag_runs(runs: dict, grid: str, point: dict) -> None:
-    """Tag each point's runs and name them ``<run> [<grid> <point>] | <profile> | ...``: the point goes in after the
-    run key, the rest of the train stage's name stays, and a rerun of the grid gets `` #2`` (names stay unique)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri())
-    for run, run_id in runs.items():
-        if not run_id:
-            continue
-        client.set_tag(run_id, "ablation_grid", grid)
-        client.set_tag(run_id, "ablation_point", point["label"])
-        info = client.get_run(run_id).info
-        name, head = info.run_name or run, f"{run} [{grid} {point['label']}]"
-        if name.startswith(head):
-            continue  # named on an earlier pass (--resume)
-        rest = name[len(run) :] if name.startswith(run) else ""
-        client.update_run(run_id, name=unique_name(client, info.experiment_id, head + rest))
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from swarmlab.stage_cli import params_from, stage_parser
 
 
 def ablate(

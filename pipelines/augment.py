@@ -5,7 +5,7 @@ Train keeps every original review (``source="original"``, ``parents=[own uid]``)
 ``shuffle`` (sentence order, adjacent pairs kept together), ``synonym`` (guarded WordNet synonyms) and
 ``combo`` (2-3 reviews of one label joined by connectives), each with its own uid (``train/pos/12#shuffle0``)
 and the uids of its parents. Rows whose sentiment words changed polarity are rejected and counted (the machinery:
-``pipelines/common/augmentation.py``).
+``swarmlab/text/augmentation.py``).
 ``augment.enabled: false`` copies train through (all ``original``): the ablation, same shapes downstream.
 Val/test shard files are copied byte for byte. Per-review randomness is seeded from (seed, uid), so the output
 does not depend on ``augment.workers``. The opinion lexicon, the POS lookup (WordNet sense counts: NLTK's
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipelines.common.augmentation import STRATEGIES, augment_train
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import DATA_DIR, REPORTS_DIR, datasets_dir
-from pipelines.common.sections import section
-from pipelines.common.sections import seed as check_seed
+from swarmlab.text.augmentation import STRATEGIES, augment_train
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import DATA_DIR, REPORTS_DIR, datasets_dir
+from swarmlab.sections import section
+from swarmlab.sections import seed as check_seed
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text, read_parquet_checked, write_shards
 from swarmlab.machine import cpu_seconds

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import REPORTS_DIR, datasets_dir
-from pipelines.common.runs import default_task, make_task, report_dir
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import REPORTS_DIR, datasets_dir
+from swarmlab.runs import default_task, make_task, report_dir
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
 from tasks.base import Task

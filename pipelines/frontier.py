@@ -25,9 +25,10 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import REPORTS_DIR
-from pipelines.common.runs import build_model, default_task, make_task, model_overrides, report_dir
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import REPORTS_DIR
+from swarmlab.runs import default_task, make_task, report_dir
+from swarmlab.run_config import build_model, model_overrides
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 from swarmlab.report.plots import frontier_plot

@@ -21,9 +21,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import REPORTS_DIR, tracking_uri
-from pipelines.common.tracking import TRAINING_VIEW_TAGS
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import REPORTS_DIR, tracking_uri
+from swarmlab.tracking import TRAINING_VIEW_TAGS
 from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
 from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
@@ -86,7 +86,7 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
-    from pipelines.common.tracking import MlflowTracker
+    from swarmlab.tracking import MlflowTracker
 
     uri = uri or tracking_uri()
     client = MlflowClient(tracking_uri=uri)

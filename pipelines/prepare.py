@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.sections import section
-from pipelines.common.sections import seed as check_seed
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.sections import section
+from swarmlab.sections import seed as check_seed
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, write_shards
-from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
+from swarmlab.paths import DATA_DIR, datasets_dir, resolve
 from tasks.imdb_sources import read_imdb
 
 OUT_DIR = DATA_DIR / "prepared"

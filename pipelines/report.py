@@ -25,10 +25,10 @@ import dataclasses
 from pathlib import Path
 
 import models
-from pipelines.common.ablations import grid_points
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
-from pipelines.common.runs import model_overrides, train_settings
+from swarmlab.ablations import grid_points
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
+from swarmlab.run_config import model_overrides, train_settings
 from swarmlab.errors import cli
 from swarmlab.report import assemble
 from swarmlab.report.baselines import BASELINES_FILE

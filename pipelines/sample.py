@@ -20,10 +20,11 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from pipelines.common.runs import default_task, load_best, make_task, report_dir, task_runs, train_settings
-from pipelines.common.sections import section
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
+from swarmlab.runs import default_task, make_task, report_dir, task_runs
+from swarmlab.run_config import load_best, train_settings
+from swarmlab.sections import section
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.paths import REPORTS_DIR
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.paths import REPORTS_DIR
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.report.summary import render, summarize, write_summary
 

@@ -14,13 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.common.cli import params_from, stage_parser
-from pipelines.common.sections import section
+from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.sections import section
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, read_parquet_checked
 from tasks.imdb_sources import check_review_table
-from pipelines.common.paths import DATA_DIR, datasets_dir, resolve
-from pipelines.common.text_encoding import encode_texts
+from swarmlab.paths import DATA_DIR, datasets_dir, resolve
+from swarmlab.text.encoding import encode_texts
 from tasks.tokenization import PAD_ID, build_wordpiece, vocab_sha256
 
 IN_DIR = DATA_DIR / "augmented"

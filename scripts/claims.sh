@@ -35,9 +35,9 @@ keep() {  # copy one stage's reports of the work folder into reports/claims, rep
 # data/tokenized: the imdb task and its grids, LRA Text); the set and image pieces do not wait for them
 if [ ! -d "$WORK/data/tokenized" ] && python - "$mode" "$PROFILE" "$@" <<'EOF'
 import sys
-from pipelines.common.ablations import grid_spec
-from pipelines.common.params import load_params
-from pipelines.common.runs import make_task
+from swarmlab.ablations import grid_spec
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
 mode, profile, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 params = load_params(profile=profile)
 tasks = [grid_spec(params, n)["task"] if mode == "grid" else n for n in names]
@@ -58,8 +58,8 @@ for name in "$@"; do
   # the generic data stage, for the tasks that have one (Task.build_data): the IMDB task's data came from above
   if python - "$name" "$PROFILE" <<'EOF'
 import sys
-from pipelines.common.params import load_params
-from pipelines.common.runs import make_task
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
 from tasks.base import Task
 task = make_task(load_params(profile=sys.argv[2]), sys.argv[1])
 sys.exit(0 if type(task).build_data is not Task.build_data and not task.data_dir.is_dir() else 1)
@@ -69,7 +69,7 @@ EOF
   fi
   stage train --task "$name" --resume
   stage evaluate --task "$name"
-  if python -c "import sys; from pipelines.common.params import load_params; from pipelines.common.runs import make_task; \
+  if python -c "import sys; from swarmlab.params import load_params; from swarmlab.runs import make_task; \
 from tasks.base import Task; sys.exit(0 if type(make_task(load_params(profile=sys.argv[2]), sys.argv[1])).sample is not Task.sample else 1)" "$name" "$PROFILE"; then
     stage sample --task "$name"
     keep "sample/$name"

@@ -1,8 +1,11 @@
-"""The bottom of the import graph: user-facing errors and atomic file output.
+"""The library under the stages: errors and atomic I/O at the bottom, params, runs, the engine and the scheduler above.
 
-``models/``, ``tasks/`` and ``pipelines/`` may all import from here; this package imports none of them, save
-``swarmlab.engine`` (the training engine, above the task contract ``tasks.base`` that it drives), which still takes
-its seeds, progress bars and null tracker from ``pipelines.common``. Importing ``swarmlab`` does not load the engine.
+``models/``, ``tasks/`` and ``pipelines/`` may all import from here. The base modules (errors, io, settings, paths,
+seeds, progress, tracking, batches) and ``swarmlab.engine`` import none of them; the modules that turn params into
+runs and run them (params, sections, runs, run_config, guard, training, evaluation, schedule, sweep, text,
+memory_scaling, ablation_runs) sit above ``tasks`` and ``models`` and import them; nothing here imports
+``pipelines``, which holds only the stage entry points (tests/swarmlab/test_layers.py). Importing ``swarmlab``
+does not load the engine.
 """
 
 from swarmlab.errors import SwarmlabError, cli

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from swarmlab.batches import batch_len, is_endless
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import fingerprint, verify_files
 from swarmlab.settings import parse
@@ -85,18 +86,6 @@ class EndlessData(abc.ABC):
     @abc.abstractmethod
     def batch(self, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
         """The training batch of optimizer step ``step`` (0-based)."""
-
-
-def is_endless(data) -> bool:
-    return bool(getattr(data, "endless", False))
-
-
-def batch_len(batch: dict) -> int:
-    """Rows in a batch: the leading size of its first tensor."""
-    for value in batch.values():
-        if torch.is_tensor(value):
-            return value.shape[0]
-    raise ValueError("a batch must hold at least one tensor")
 
 
 # ----------------------------------------------------------------------------------------------- metrics
@@ -182,7 +171,7 @@ class Task(abc.ABC):
         relative data paths in them resolve against ``root``."""
         self.options = parse_options(self.Options, options, where or f"tasks.{self.name}.options")
         self.root = Path(root) if root is not None else Path.cwd()
-        self.key = self.name  # the params section this instance runs as (pipelines.common.runs.make_task sets it)
+        self.key = self.name  # the params section this instance runs as (swarmlab.runs.make_task sets it)
 
     def path(self, value: str | Path) -> Path:
         """A path option resolved against the task's root (the work folder of the stages)."""

@@ -16,7 +16,7 @@ the ids into an (N, max_len) int16 matrix with PAD = 0.
 
 Batches are trimmed to their longest real row (rounded up to ``trim_multiple``; ``trim_batches: false`` keeps
 every batch max_len wide): the columns dropped are padding in every row, and every model of the track masks
-padding, so the logits are those of the full-width batch (tests/test_long_tasks.py checks it per model). Training
+padding, so the logits are those of the full-width batch (tests/tasks/test_long_tasks.py checks it per model). Training
 batches group rows of similar length; validation and test splits are ordered by length (shortest first). This
 only saves work: an IMDB review of ~1,300 bytes costs ~1,300 positions rather than 4,096. (A model that attends to
 padding, like the authors' SwarmFormer, would see different inputs: set trim_batches: false for it.)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from pipelines.common.progress import progress
+from swarmlab.progress import progress
 from swarmlab.engine.device import autocast, to_device
 from swarmlab.engine.plan import batch_indices
 

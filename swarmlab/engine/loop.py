@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from pipelines.common.progress import progress
-from pipelines.common.seeds import set_seeds
-from pipelines.common.tracking import NullTracker
+from swarmlab.progress import progress
+from swarmlab.seeds import set_seeds
+from swarmlab.tracking import NullTracker
 from swarmlab.engine.callbacks import Callback, FunctionCallback, NonFiniteLossError, default_callbacks
 from swarmlab.engine.checkpoint import BEST, CHECKPOINT, restore, save, save_checkpoint
 from swarmlab.engine.config import TrainConfig
@@ -29,7 +29,7 @@ from swarmlab.engine.evaluation import evaluate
 from swarmlab.engine.optim import lr_multiplier, make_optimizer
 from swarmlab.engine.plan import check_plan, epoch_plan, planned_steps
 from swarmlab.engine.state import Loop, Progress, TrainState
-from tasks.base import batch_len, is_endless
+from swarmlab.batches import batch_len, is_endless
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from pipelines.common.seeds import epoch_generator
+from swarmlab.seeds import epoch_generator
 from swarmlab.engine.config import TrainConfig
 from swarmlab.errors import SwarmlabError
-from tasks.base import is_endless
+from swarmlab.batches import is_endless
 
 
 class PlanError(SwarmlabError, ValueError):

@@ -1,7 +1,7 @@
 """One provenance for every number: the code commit, whether the *code* differed from it, the run id; and whether the
 number is stale (its stage's dependencies changed since ``dvc.lock`` was written).
 
-* ``code_commit(root)`` is what every writer records (``pipelines.common.paths.git_commit`` calls it): ``<sha>``, or
+* ``code_commit(root)`` is what every writer records (``swarmlab.paths.git_commit`` calls it): ``<sha>``, or
   ``<sha>-dirty`` when a tracked file outside ``reports/``, ``data/``, ``outputs/`` and ``dvc.lock`` (results and the
   pipeline's own record, which DVC rewrites between stages) differs from that commit. ``$SWARMLAB_GIT_COMMIT`` wins
   (a copy on a GPU machine may carry a ``.git`` that does not match the tree).

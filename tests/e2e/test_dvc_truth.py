@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.common.params import OVERRIDE_SECTIONS
+from swarmlab.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
 PIPELINES = [REPO_ROOT / "dvc.yaml", REPO_ROOT / "sweeps" / "dvc.yaml"]
@@ -121,7 +121,7 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
 def test_the_import_walk_sees_imports_inside_functions(tmp_path):
     """The check above must see lazy imports (the stages import MLflow, tasks, plots inside functions)."""
     files = imported_files(REPO_ROOT / "pipelines" / "train.py")
-    assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside train_one only
+    assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside swarmlab/training/run.py:train_one only
     assert REPO_ROOT / "tasks" / "registry.py" in files  # through tasks/__init__.py
     # (the registry imports the task modules by name on the first lookup, tasks/registry.py: BUILTIN; the stages
     # that look tasks up declare the whole tasks/ folder)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 
 POSITIVE = "great wonderful superb moving brilliant delightful charming excellent".split()
 NEGATIVE = "awful boring dreadful clumsy tedious terrible dull painful".split()
@@ -137,7 +137,7 @@ def ray_local():
 
     import ray
 
-    from pipelines.sweep import connect_ray
+    from swarmlab.schedule.cluster import connect_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp_dir = short_tmpdir("rt")
@@ -152,7 +152,7 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
     """A params.yaml whose smoke profile sweeps ``space`` (default: the tiny one), for tests that run the CLI."""
     import yaml
 
-    from pipelines.common.paths import PARAMS_FILE
+    from swarmlab.paths import PARAMS_FILE
 
     raw = yaml.safe_load(PARAMS_FILE.read_text())
     raw["defaults"]["sweep"]["spaces"] = {"imdb": copy.deepcopy(space or TINY_SPACE)}

@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
-from pipelines.ablate import ablate, point_params, write_params_file
-from pipelines.common.ablations import grid_points
-from pipelines.common.params import load_params
+from pipelines.ablate import ablate
+from swarmlab.ablations import grid_points, point_params, write_params_file
+from swarmlab.params import load_params
 from swarmlab.errors import SwarmlabError
 
 
@@ -114,7 +114,7 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
         == 2
     )
 
-    from pipelines.common.paths import tracking_uri
+    from swarmlab.paths import tracking_uri
 
     client = MlflowClient(tracking_uri())  # the conftest's store (not mlflow's process-global URI, which tests move)
     run = client.get_run(two["runs"]["transformer-seed0"])
@@ -136,8 +136,8 @@ def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypat
     keeps the name it has."""
     from mlflow.tracking import MlflowClient
 
-    from pipelines.ablate import _tag_runs
-    from pipelines.common.tracking import MlflowTracker
+    from swarmlab.ablation_runs import tag_runs
+    from swarmlab.tracking import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -145,8 +145,8 @@ def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypat
     client = MlflowClient(uri)
     point = {"label": "num_layers=2"}
     for run_id in ids:
-        _tag_runs({"m-seed0": run_id}, "layers", point)
-    _tag_runs({"m-seed0": ids[0]}, "layers", point)
+        tag_runs({"m-seed0": run_id}, "layers", point)
+    tag_runs({"m-seed0": ids[0]}, "layers", point)
     names = [client.get_run(i).info.run_name for i in ids]
     assert names == ["m-seed0 [layers num_layers=2] | smoke", "m-seed0 [layers num_layers=2] | smoke #2"], names
     assert client.get_run(ids[1]).data.tags["ablation_point"] == "num_layers=2"

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.augment import augment
-from pipelines.common.augmentation import augment_train, init_worker, pick, plan_combos, with_provenance
-from pipelines.common.sections import AugmentConfig
+from swarmlab.text.augmentation import augment_train, init_worker, pick, plan_combos, with_provenance
+from swarmlab.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
-from pipelines.common.params import load_params
-from pipelines.common.paths import PARAMS_FILE, datasets_dir
+from swarmlab.params import load_params
+from swarmlab.paths import PARAMS_FILE, datasets_dir
 from tasks.augmentation.lexicon import NEGATIONS, NUMBER_WORDS, STOP_WORDS, is_skipped
 from tasks.augmentation.strategies import WORD_RE
 from tasks.imdb_sources import SCHEMA

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 from pipelines.frontier import _parse_params, frontier, frontier_flags
 from swarmlab.errors import SwarmlabError
 

@@ -1,7 +1,7 @@
 import pytest
 
 from swarmlab.errors import SwarmlabError
-from pipelines.common.params import load_params, validate_all
+from swarmlab.params import load_params, validate_all
 
 BASE = """
 profile: a

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 from pipelines.report import write_report
 from tests.conftest import REPO_ROOT
 
@@ -109,7 +109,7 @@ def tiny_store(uri: str) -> str:
     """A store with the papers' first rows and one training run of the fake task; returns that run's id."""
     from mlflow.tracking import MlflowClient
 
-    from pipelines.common.tracking import MlflowTracker
+    from swarmlab.tracking import MlflowTracker
     from pipelines.paper_baselines import load_baselines, log_baselines
 
     sources, entries = load_baselines()

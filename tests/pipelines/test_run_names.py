@@ -1,5 +1,5 @@
 """MLflow run names say which DVC experiment and which overrides a run came from, and are unique in their experiment
-(pipelines/common/tracking.py: run_context, run_title, unique_name)."""
+(swarmlab/tracking.py: run_context, run_title, unique_name)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from pipelines.common.tracking import CONTEXT_ENV, params_overrides, run_context, run_title
+from swarmlab.tracking import CONTEXT_ENV, params_overrides, run_context, run_title
 
 PARAMS = {
     "profile": "cpu",
@@ -79,7 +79,7 @@ def test_the_name_says_model_seed_profile_experiment_and_overrides(tmp_path, mon
 def test_a_name_already_taken_gets_a_number(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from pipelines.common.tracking import MlflowTracker
+    from swarmlab.tracking import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     names = [MlflowTracker("toy", "m-seed0 | cpu", uri=uri).run_id for _ in range(3)]

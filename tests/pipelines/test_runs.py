@@ -4,8 +4,9 @@ import copy
 
 import pytest
 
-from pipelines.common.params import load_params
-from pipelines.common.runs import build_model, make_task, train_config
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
+from swarmlab.run_config import build_model, train_config
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
@@ -97,7 +98,7 @@ def test_the_data_stage_refuses_a_task_with_stages_of_its_own(tmp_path):
 
 
 def test_model_overrides_may_hold_fields_for_one_model_only():
-    from pipelines.common.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with()
     params["tasks"]["clustering_mog"]["model_overrides"] = {
@@ -188,7 +189,7 @@ def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path
 
 
 def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
-    from pipelines.common.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -227,7 +228,7 @@ def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
     ],
 )
 def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
-    from pipelines.common.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": per_model})
     with pytest.raises(SwarmlabError, match=message) as info:
@@ -236,7 +237,7 @@ def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
 
 
 def test_a_refused_per_model_override_names_the_section():
-    from pipelines.common.runs import model_overrides
+    from swarmlab.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -253,7 +254,7 @@ def test_a_refused_per_model_override_names_the_section():
 
 
 def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
-    from pipelines.common.runs import evaluate_settings
+    from swarmlab.run_config import evaluate_settings
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "evaluate": {"batch_size": 7}})
     assert evaluate_settings(params, "counting") == {**params["evaluate"], "batch_size": 7}
@@ -266,7 +267,7 @@ def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
 
 def test_outside_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch):
     """Outside git a run records 'unknown'; SWARMLAB_GIT_COMMIT, when set, wins (a copy on a GPU machine)."""
-    import pipelines.common.paths as paths
+    import swarmlab.paths as paths
 
     monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
@@ -283,7 +284,7 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     seed's run starts from the same weights as that seed alone would."""
     import torch
 
-    from pipelines.common.runs import Run, task_runs
+    from swarmlab.runs import Run, task_runs
     from pipelines.train import train
 
     section = {
@@ -320,7 +321,7 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     ],
 )
 def test_bad_seeds_are_one_line(seeds, message):
-    from pipelines.common.runs import task_runs
+    from swarmlab.runs import task_runs
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "seeds": seeds})
     with pytest.raises(SwarmlabError, match=message):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.common.params import load_params
-from pipelines.common.scheduler import Scheduler, run_resources, schedule_settings
+from swarmlab.params import load_params
+from swarmlab.schedule.scheduler import Scheduler, run_resources, schedule_settings
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT, run_train_toy
 
@@ -124,13 +124,13 @@ def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path)
 
 
 def _task(params):
-    from pipelines.common.runs import make_task
+    from swarmlab.runs import make_task
 
     return make_task(params, "toy_counting")
 
 
 def _runs(params):
-    from pipelines.common.runs import task_runs
+    from swarmlab.runs import task_runs
 
     return task_runs(params, "toy_counting")
 

@@ -16,7 +16,7 @@ import pytest
 from ray.tune import Callback
 
 from swarmlab.errors import SwarmlabError
-from pipelines.common.paths import REPO_ROOT
+from swarmlab.paths import REPO_ROOT
 from pipelines.sweep import sweep
 
 from tests.pipelines.conftest import short_tmpdir, tiny_params, write_params
@@ -138,10 +138,10 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
 
     # the interrupted trial ends where an uninterrupted run of its configuration ends
     from swarmlab.engine import TrainConfig, fit
-    from pipelines.common.runs import build_model
-    from pipelines.common.seeds import set_seeds
-    from pipelines.common.sweep_trial import _load
-    from pipelines.sweep import trial_train_config
+    from swarmlab.run_config import build_model
+    from swarmlab.seeds import set_seeds
+    from swarmlab.sweep.trial import load_split as _load
+    from swarmlab.sweep.setup import trial_train_config
     from tasks import get_task
 
     task = get_task("imdb", {"data_dir": str(tiny_data)})

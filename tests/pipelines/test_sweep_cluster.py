@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from pipelines.common.paths import REPO_ROOT
+from swarmlab.paths import REPO_ROOT
 
 from tests.pipelines.conftest import free_port, start_loopback_cluster, write_params
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipelines.common.params import load_params
-from pipelines.common.runs import make_task
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
 from swarmlab.errors import SwarmlabError
 from tasks.clustering import MogStream, ari_from_tables, contingency, eval_order
 from tasks.set_data import make_direct_clustering_tasks

@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from pipelines.common.params import load_params
-from pipelines.common.runs import build_model, make_task, model_names, model_overrides
+from swarmlab.params import load_params
+from swarmlab.runs import make_task, model_names
+from swarmlab.run_config import build_model, model_overrides
 from swarmlab.errors import SwarmlabError
 from tasks.long_data import (
     ARXIV11_CATEGORIES,

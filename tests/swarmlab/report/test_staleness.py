@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 from pipelines.report import write_report
 from swarmlab.report.provenance import file_md5, stale_stages
 from swarmlab.report.render import stale_listed

@@ -13,7 +13,7 @@ Why ``schedule:`` is not a DVC param: it says where and how many runs go at once
 stage declares it in dvc.yaml and changing it never makes a stage stale (docs/ray.md). It lives at the top level of
 params.yaml, outside ``defaults`` and ``profiles`` (which every stage declares), with its own per-profile entries.
 What it does change is recorded: each run's metrics entry names its ``resources``; a run's torch threads are
-part of its fingerprint (pipelines/common/records.py), and a task whose models compare at equal net time
+part of its fingerprint (swarmlab/records.py), and a task whose models compare at equal net time
 (``time_budget_s``) is refused when its runs would get unequal resources.
 
 Progress: one line when a run starts and one when it ends, each with the counts of done, running and waiting runs.
@@ -35,7 +35,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.common.cluster import (
+from swarmlab.schedule.cluster import (
     Resources,
     absolute_tracking_uri,
     check_reachable,
@@ -45,7 +45,8 @@ from pipelines.common.cluster import (
     request,
     resolve_address,
 )
-from pipelines.common.runs import Run, _for_model, _per_model, train_config
+from swarmlab.runs import Run
+from swarmlab.run_config import for_model, split_per_model, train_config
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, parse, setting
 
@@ -95,13 +96,13 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
         for key, value in base.tasks.items():
             if not isinstance(value, dict):
                 raise SettingsError(f"schedule.tasks.{key} must be a mapping, got {value!r}")
-            shared, per_model = _per_model(value, f"schedule.tasks.{key}")
+            shared, per_model = split_per_model(value, f"schedule.tasks.{key}")
             for part, entries in [(f"schedule.tasks.{key}", shared)] + [
                 (f"schedule.tasks.{key}.{m}", v) for m, v in per_model.items()
             ]:
                 parse(_RunResources, entries, part, partial=True)
     except SwarmlabError as exc:
-        from pipelines.common.sections import source_of
+        from swarmlab.sections import source_of
 
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     if parallel is not None:
@@ -122,11 +123,11 @@ class _RunResources:
 
 def run_resources(cfg: ScheduleConfig, task_key: str, model: str) -> tuple[float, float]:
     """(CPUs, GPUs) one run of ``model`` asks for: ``schedule``, then ``schedule.tasks.<task>``, then its model's mapping."""
-    shared, per_model = _per_model(dict(cfg.tasks.get(task_key) or {}), f"schedule.tasks.{task_key}")
+    shared, per_model = split_per_model(dict(cfg.tasks.get(task_key) or {}), f"schedule.tasks.{task_key}")
     values = {
         "cpus_per_run": cfg.cpus_per_run,
         "gpus_per_run": cfg.gpus_per_run,
-        **_for_model(shared, per_model, model),
+        **for_model(shared, per_model, model),
     }
     return float(values["cpus_per_run"]), float(values["gpus_per_run"])
 
@@ -361,7 +362,7 @@ class Scheduler:
         if tracking:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
-            from pipelines.common.tracking import CONTEXT_ENV, run_context
+            from swarmlab.tracking import CONTEXT_ENV, run_context
 
             env[CONTEXT_ENV] = json.dumps(run_context(self.params))  # DVC's experiment and overrides, as here
         task = {
@@ -453,7 +454,7 @@ def _create_experiment(uri: str, name: str) -> None:
     where a worker runs)."""
     from mlflow.tracking import MlflowClient
 
-    from pipelines.common.tracking import MlflowTracker
+    from swarmlab.tracking import MlflowTracker
 
     client = MlflowClient(tracking_uri=uri)
     if client.get_experiment_by_name(name) is None:
@@ -476,7 +477,7 @@ def _worker(spec: dict) -> dict:
     import ray
     import torch
 
-    from pipelines.common.runs import make_task
+    from swarmlab.runs import make_task
 
     os.environ.update(spec["env"])
     torch.set_num_threads(spec["threads"])

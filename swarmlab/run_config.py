@@ -1,20 +1,7 @@
-"""From params to a run: the task with its options, the models it trains, the engine settings, the model
-itself and the run's names and folders. The train, evaluate and sweep stages all go through here, so
-they mean the same thing by the same words.
-
-params.yaml holds one section per task::
-
-    tasks:
-      imdb:
-        models: [swarmformer_small]   # registered models of the task's kind
-        model_overrides:              # config fields for every model of the task (a model lacking one is an error);
-          d_model: 64                 # a mapping under a model's name (or a glob over names) is for that model only:
-          longformer: {num_layers: 5, window_one_sided: 64}
-        train: {}                     # engine settings that differ from the `train` section for this task
-        evaluate: {}                  # `evaluate` settings that differ for this task (a small batch at 4k tokens...)
-        options: {data_dir: data/tokenized}   # the task's own settings (its Options dataclass)
-      mnist:
-        task: image_generation        # a section may run a registered task of another name
+"""From params to what one run trains: its model (built from the registry with the task's overrides, and what the
+data fixes), the engine's settings (the `train` section with the task's and the model's own on top) and the
+`evaluate` settings; and a trained run's best model, loaded back. Above ``swarmlab.runs`` (the runs and their
+folders), it imports ``models`` and the engine.
 """
 
 from __future__ import annotations
@@ -23,104 +10,16 @@ import dataclasses
 import fnmatch
 from pathlib import Path
 
-from pipelines.common.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
+from swarmlab.paths import OUTPUTS_DIR
+from swarmlab.runs import Run, task_section, train_dir
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
 ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "eval_batch_size"))
 
 
-def default_task(params: dict, cli_task: str | None = None) -> str:
-    return cli_task or params["task"]
-
-
-def task_section(params: dict, key: str) -> dict:
-    """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
-    from pipelines.common.sections import task_section as checked
-
-    return dataclasses.asdict(checked(params, key))
-
-
-def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
-    """The task of section ``tasks.<key>`` with its options (``options`` replace keys of them).
-
-    A section runs the registered task of its own name, or the one its ``task:`` names, so that one task can
-    run on several datasets (``mnist`` and ``fashion_mnist`` both run ``image_generation``). ``task.key`` is the
-    section's name: it names the stage (train@<key>), the folders and the MLflow experiment.
-    """
-    from tasks import get_task, task_class
-
-    sections = params.get("tasks") or {}
-    registered = (sections.get(key) or {}).get("task") or key
-    task_class(registered)  # an unknown task name first, with the nearest registered names
-    section = task_section(params, key)
-    task = get_task(
-        registered, {**(section.get("options") or {}), **(options or {})}, root=root, where=f"tasks.{key}.options"
-    )
-    task.key = key
-    return task
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """One model of a task under one seed: the unit that trains, is tested, is tracked and is scheduled.
-
-    Its name, ``<model>-seed<k>``, names its folder (``outputs/train/<task>/<name>``), its MLflow run and its entry
-    in the task's metrics files.
-    """
-
-    model: str
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return run_name(self.model, self.seed)
-
-
-def task_seeds(params: dict, task_name: str) -> list[int]:
-    """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
-    from pipelines.common.sections import seed
-
-    return list(task_section(params, task_name).get("seeds") or [seed(params)])
-
-
-def task_runs(params: dict, task_name: str, models: list[str] | None = None) -> list[Run]:
-    """Every (model, seed) run of a task, models first: ``a-seed0, a-seed1, b-seed0, b-seed1``."""
-    seeds = task_seeds(params, task_name)
-    return [Run(name, s) for name in (models or model_names(params, task_name)) for s in seeds]
-
-
-def skip_reason(params: dict, task_name: str) -> str:
-    """``tasks.<task>.skip``: why the active profile runs no model of the task ("" when it runs them)."""
-    return str(task_section(params, task_name).get("skip") or "")
-
-
-def write_skipped(
-    stage: str, task_name: str, reason: str, *, report_root: Path, folders: tuple[Path, ...] = ()
-) -> dict:
-    """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
-    why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
-    import json
-
-    from swarmlab.io import atomic_write_text
-
-    result = {"skipped": reason}
-    for folder in folders:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    atomic_write_text(report_dir(stage, task_name, report_root) / "metrics.json", json.dumps(result, indent=2) + "\n")
-    print(f"{stage} {task_name}: skipped by this profile: {reason}", flush=True)
-    return result
-
-
-def model_names(params: dict, task_name: str) -> list[str]:
-    names = list(task_section(params, task_name).get("models") or [])
-    if not names:
-        raise SwarmlabError(f"tasks.{task_name}.models is empty: list at least one registered model")
-    return names
-
-
-def _per_model(raw: dict, where: str) -> tuple[dict, dict]:
+def split_per_model(raw: dict, where: str) -> tuple[dict, dict]:
     """Split a section into its plain entries and its per-model mappings (keyed by a registered model's name or a
     glob over names); a mapping whose key names or matches no registered model is a one-line error."""
     import difflib
@@ -144,7 +43,7 @@ def _per_model(raw: dict, where: str) -> tuple[dict, dict]:
     return shared, per_model
 
 
-def _for_model(shared: dict, per_model: dict, model: str | None) -> dict:
+def for_model(shared: dict, per_model: dict, model: str | None) -> dict:
     """The plain entries, with ``model``'s mapping on top: the exact name wins, else the first matching pattern."""
     if model is None:
         return dict(shared)
@@ -162,7 +61,7 @@ def model_overrides(params: dict, task_name: str, model: str | None = None) -> d
     that names or matches no registered model is a one-line error.
     """
     raw = dict(task_section(params, task_name).get("model_overrides") or {})
-    return _for_model(*_per_model(raw, f"tasks.{task_name}.model_overrides"), model)
+    return for_model(*split_per_model(raw, f"tasks.{task_name}.model_overrides"), model)
 
 
 def train_settings(params: dict, task_name: str, model: str | None = None) -> dict:
@@ -174,12 +73,12 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     """
     import typing
 
-    from pipelines.common.sections import seed, source_of
+    from swarmlab.sections import seed, source_of
     from swarmlab.settings import check_value
 
     where_task = f"tasks.{task_name}.train"
     try:
-        shared, per_model = _per_model(dict(task_section(params, task_name)["train"]), where_task)
+        shared, per_model = split_per_model(dict(task_section(params, task_name)["train"]), where_task)
     except SwarmlabError as exc:
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -199,7 +98,7 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
             except SwarmlabError as exc:
                 raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     settings = {k: params["train"][k] for k in ENGINE_KEYS if k in params["train"]}
-    settings.update(_for_model(shared, per_model, model))
+    settings.update(for_model(shared, per_model, model))
     settings.update(seed=seed(params), eval_batch_size=evaluate_settings(params, task_name)["batch_size"])
     return settings
 
@@ -207,7 +106,7 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
 def evaluate_settings(params: dict, task_name: str) -> dict:
     """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
     every setting is; its batch_size is also the validation batch of training."""
-    from pipelines.common.sections import EvaluateConfig, section, source_of
+    from swarmlab.sections import EvaluateConfig, section, source_of
     from swarmlab.settings import parse
 
     base = dataclasses.asdict(section(params, "evaluate"))
@@ -267,21 +166,7 @@ def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "tr
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     model = build_model(run.model, task, model_overrides(params, task.key, run.model))
     load_weights(model, load_checkpoint(ckpt), ckpt)
-    from pipelines.common.guard import check_run  # guard imports this module
+    from swarmlab.guard import check_run  # guard imports this module
 
     check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
     return model
-
-
-def run_name(model_name: str, seed: int) -> str:
-    return f"{model_name}-seed{seed}"
-
-
-def train_dir(task_name: str, run: str, root: Path = OUTPUTS_DIR / "train") -> Path:
-    """Checkpoints of one run (``<model>-seed<k>``) of one task: ``outputs/train/<task>/<run>``."""
-    return Path(root) / task_name / run
-
-
-def report_dir(stage: str, task_name: str, root: Path = REPORTS_DIR) -> Path:
-    """``reports/<stage>/<task>``."""
-    return Path(root) / stage / task_name

@@ -26,8 +26,8 @@ from pathlib import Path
 import yaml
 
 from swarmlab.errors import SwarmlabError
-from pipelines.common.paths import PARAMS_FILE
-from pipelines.common.sections import TaskSection
+from swarmlab.paths import PARAMS_FILE
+from swarmlab.sections import TaskSection
 
 TOP_LEVEL_KEYS = {"profile", "paths", "defaults", "profiles", "schedule"}  # schedule: declared by no stage (see above)
 # sections whose keys a profile may add although the defaults' section omits them (engine settings, config fields, one
@@ -65,7 +65,7 @@ def _merge(schema: dict, override: dict, where: str, source: str) -> dict:
         path = f"{where}.{key}" if where else key
         if key not in schema and PER_MODEL_SECTION.fullmatch(where):
             # an engine setting or config field the defaults' section leaves out, or one model's (or a glob's) own
-            # settings: checked where they are used (pipelines.common.runs: train_settings, build_model)
+            # settings: checked where they are used (swarmlab.run_config: train_settings, build_model)
             out[key] = copy.deepcopy(value)
             continue
         if key not in schema:
@@ -162,7 +162,7 @@ def validate_all(path: str | Path | None = None) -> list[str]:
     for name in names:
         params = load_params(path, name)
         if "tasks" in params:  # a params file of the project's layout: every section's values too
-            from pipelines.common.sections import SECTIONS, section, task_section
+            from swarmlab.sections import SECTIONS, section, task_section
 
             for key in SECTIONS:
                 if key in params:

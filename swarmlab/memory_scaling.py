@@ -23,7 +23,7 @@ N >= ``fit_min_tokens`` (small-N memory is dominated by allocator granularity).
 
 ``write_outputs`` writes ``results.json`` (every point), ``metrics.json`` (exponents and goals), ``table.md`` and
 ``memory_scaling.png`` to one folder. A model spec is a registry name followed by ``key=value`` overrides (values
-parsed as YAML). Each point's subprocess runs this module: ``python -m pipelines.common.memory_scaling <payload json>``.
+parsed as YAML). Each point's subprocess runs this module: ``python -m swarmlab.memory_scaling <payload json>``.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.common.paths import REPO_ROOT, git_commit
+from swarmlab.paths import REPO_ROOT, git_commit
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_dir
 
 GB = 1e9  # goals are in decimal GB, like the seed's "0.74 GB"
 RESULT_PREFIX = "MEMORY_SCALING_RESULT "
-CHILD_MODULE = "pipelines.common.memory_scaling"  # what each point's subprocess runs (child_main)
+CHILD_MODULE = "swarmlab.memory_scaling"  # what each point's subprocess runs (child_main)
 
 
 # ---- model specs -----------------------------------------------------------------------------------

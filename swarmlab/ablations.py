@@ -1,10 +1,15 @@
-"""Ablation grids as data: the points of a grid under ``ablations:`` in params.yaml. Shared by the ``ablate`` command
+"""Ablation grids as data: the points of a grid under ``ablations:`` in params.yaml, and each point's params (the
+grid's ``set`` values, then the point's own, applied to the resolved params). Shared by the ``ablate`` command
 (which runs them) and the report (which lists the points not run yet), so that neither imports the other."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
+from pathlib import Path
+
+import yaml
 
 from swarmlab.errors import SwarmlabError
 
@@ -63,3 +68,41 @@ def grid_points(params: dict, name: str) -> list[dict]:
                 }
             )
     return points
+
+
+def set_dotted(params: dict, dotted: str, value, where: str) -> None:
+    node, parts = params, dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            raise SwarmlabError(f"{where}: {dotted!r} does not name a params section ({part!r} is not a mapping)")
+        node = node[part]
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:
+    out = copy.deepcopy(params)
+    for dotted, value in (spec.get("set") or {}).items():  # what every point shares (a budget, a length): not in labels
+        set_dotted(out, dotted, value, f"ablations.{grid}.set")
+    for dotted, value in point["overrides"].items():
+        set_dotted(out, dotted, value, f"ablations.{grid}.vary")
+    if point["model"]:
+        out["tasks"][spec["task"]]["models"] = [point["model"]]
+    return out
+
+
+def write_params_file(params: dict, path: Path) -> None:
+    """A params.yaml whose defaults are ``params`` as resolved, under a profile of the same name with no overrides."""
+    profile = params.get("profile") or "ablation"
+    defaults = {k: v for k, v in params.items() if k not in ("profile", "paths", "schedule")}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "profile": profile,
+                "paths": params.get("paths") or {},
+                "defaults": defaults,
+                "profiles": {profile: {}},
+                "schedule": params.get("schedule") or {},
+            },
+            sort_keys=False,
+        )
+    )

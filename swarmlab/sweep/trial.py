@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ray.tune import Callback
 
-from pipelines.common.search_space import ResolvedSpace
+from swarmlab.sweep.search_space import ResolvedSpace
 
 TRIAL_TAG = "ray_trial_id"
 SWEEP_TAG = "sweep_id"
@@ -55,7 +55,7 @@ def objective(monitor: str) -> str:
 _DATA_CACHE: dict[tuple, object] = {}  # (task, options, split, seq_len) -> data, shared by the trials of a reused actor
 
 
-def _load(task, split: str, model_cfg):
+def load_split(task, split: str, model_cfg):
     """The task's ``split`` for ``model_cfg``, kept for the next trial of this worker when it needs the same."""
     key = (
         task.key,
@@ -90,7 +90,7 @@ def find_trial_run(client, experiment_id: str, sweep_id: str, trial_id: str) -> 
 
 
 def _tracker(ctx: TrialContext, trial_id: str):
-    from pipelines.common.tracking import MlflowTracker, NullTracker
+    from swarmlab.tracking import MlflowTracker, NullTracker
 
     if not ctx.tracking_uri:
         return NullTracker(), False
@@ -118,8 +118,8 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     from ray.tune import Checkpoint
 
     from swarmlab.engine import TrainConfig, fit
-    from pipelines.common.runs import build_model
-    from pipelines.common.seeds import set_seeds
+    from swarmlab.run_config import build_model
+    from swarmlab.seeds import set_seeds
     from tasks import get_task
 
     trial_id = tune.get_context().get_trial_id()
@@ -130,8 +130,8 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     cfg = TrainConfig(**{**ctx.train, **train_kw})
     set_seeds(cfg.seed)  # the initial weights must not depend on what this (reused) worker process did before
     model = build_model(ctx.model, task, {**ctx.space.model_base, **model_kw})
-    train_ds = _load(task, "train", model.cfg)
-    val_ds = _load(task, "val", model.cfg)  # the objective is validation; the test split is never read
+    train_ds = load_split(task, "train", model.cfg)
+    val_ds = load_split(task, "val", model.cfg)  # the objective is validation; the test split is never read
     if not cfg.num_threads:  # one torch thread per CPU the trial holds, not one per core of the node
         cfg.num_threads = max(1, int(ctx.cpus_per_trial))
 

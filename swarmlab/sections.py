@@ -4,7 +4,7 @@ name)`` before it reads any data or touches any output; a refused value is one l
 value, what is allowed and the params file.
 
 The engine's section, ``train``, is ``swarmlab.engine.TrainConfig`` (checked per task, with
-``tasks.<key>.train`` on top, by ``pipelines.common.runs.train_config``); a task's options are its own
+``tasks.<key>.train`` on top, by ``swarmlab.run_config.train_config``); a task's options are its own
 ``Options`` dataclass (``tasks/base.py``); a model's config is its config dataclass. All of them are checked
 the same way.
 """
@@ -92,7 +92,7 @@ class SweepConfig:
     max_failures: int = setting(2, ge=0)  # restarts of a crashed trial from its last checkpoint
     seed: int = setting(0, ge=0)  # the searcher's seed
     address: str = ""  # "" = a local Ray instance; else a cluster
-    spaces: dict = setting({})  # per task, per model; checked by pipelines.common.search_space
+    spaces: dict = setting({})  # per task, per model; checked by swarmlab.sweep.search_space
 
     def __post_init__(self):
         check(self, "sweep")
@@ -155,7 +155,7 @@ def source_of(params: dict) -> str:
 
 def section(params: dict, name: str):
     """The checked dataclass of section ``name`` (``prepare``, ``augment``, ``tokenize``, ``evaluate``, ``sweep``,
-    ``sample``; the engine's ``train`` is checked per task by ``pipelines.common.runs.train_config``)."""
+    ``sample``; the engine's ``train`` is checked per task by ``swarmlab.run_config.train_config``)."""
     try:
         return parse(SECTIONS[name], params.get(name), name)
     except SwarmlabError as exc:

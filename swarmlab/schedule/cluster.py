@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.common.paths import REPO_ROOT, tracking_uri
+from swarmlab.paths import REPO_ROOT, tracking_uri
 from swarmlab.errors import SwarmlabError
 
 

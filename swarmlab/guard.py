@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from pipelines.common.runs import build_model, model_overrides, train_config
-from pipelines.common.seeds import set_seeds
+from swarmlab.run_config import build_model, model_overrides, train_config
+from swarmlab.seeds import set_seeds
 from swarmlab.engine import (
     BEST,
     PlanError,
@@ -37,7 +37,7 @@ from swarmlab.engine import (
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import file_sha256
 from swarmlab.io import atomic_write_text
-from tasks.base import is_endless
+from swarmlab.batches import is_endless
 
 DRY_ROWS = 2  # rows of the dry run's batches: enough for any batch-size logic, cheap at any length
 # A run whose best validation loss exceeds the untrained model's by this many times max(|initial loss|, 1) diverged:

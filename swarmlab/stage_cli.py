@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.common.params import load_params
+from swarmlab.params import load_params
 
 
 def stage_parser(description: str) -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
 
 def params_from(args: argparse.Namespace) -> dict:
     """The resolved params of ``--params``/``--profile``, after the environment variables are checked."""
-    from pipelines.common.sections import check_environment
+    from swarmlab.sections import check_environment
 
     check_environment()
     return load_params(args.params, args.profile)

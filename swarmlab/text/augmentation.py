@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipelines.common.progress import progress
-from pipelines.common.sections import AugmentConfig
+from swarmlab.progress import progress
+from swarmlab.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
 from tasks.augmentation import (
     CONNECTIVES,

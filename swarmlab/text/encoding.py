@@ -1,7 +1,7 @@
 """Fixed-length bert-base-uncased ids of many texts, fast: the tokenize stage's path (pipelines/tokenize.py).
 
 ``encode_texts`` gives the ids of the tokenizer's own ``encode`` truncated to ``seq_len``, by shortcuts that leave
-them unchanged (tests/test_tokenize.py); benchmarks/tokenize_throughput.py times it against the plain ``encode_batch``.
+them unchanged (tests/pipelines/test_tokenize.py); benchmarks/tokenize_throughput.py times it against the plain ``encode_batch``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from pipelines.common.progress import progress
+from swarmlab.progress import progress
 from tasks.tokenization import PAD_ID
 
 CHUNK = 4096  # reviews per encode_batch call: large enough to keep the Rust thread pool busy

@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from pipelines.common.paths import REPO_ROOT
+from swarmlab.paths import REPO_ROOT
 
 CODE_DIRS = ("pipelines", "models", "tasks", "swarmlab")  # the code deps of train@<task> in dvc.yaml
 CODE_SUFFIXES = (".py", ".yaml")

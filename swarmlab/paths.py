@@ -8,7 +8,7 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError
 from swarmlab.report.provenance import code_commit
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
 # Where stages read and write data/, outputs/, reports/: the repo root, or $SWARMLAB_WORKDIR
 # (a scratch workspace for tests and side experiments that must not touch the DVC-tracked folders).

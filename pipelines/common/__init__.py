@@ -1,3 +1,0 @@
-"""Shared plumbing for every stage: params, paths, errors, seeds, tracking, progress.
-
-The training engine is ``swarmlab.engine``."""

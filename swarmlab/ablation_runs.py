@@ -1,0 +1,94 @@
+"""One point of an ablation grid run end to end: the generic stages (by default ``train`` then ``evaluate``) as
+subprocesses in a workspace of its own, ``outputs/ablations/<grid>/<point>/`` (``SWARMLAB_WORKDIR``), whose
+``params.yaml`` is the point's params, with the data folders it reuses symlinked in; its entry of results.json is
+read back from the workspace's metrics, and its MLflow runs are tagged and renamed ``<run> [<grid> <point>]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from swarmlab.ablations import point_params, write_params_file
+from swarmlab.errors import SwarmlabError
+from swarmlab.paths import REPO_ROOT, WORK_ROOT, tracking_uri
+from swarmlab.runs import task_runs
+from swarmlab.tracking import unique_name
+
+TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
+DEFAULT_STAGES = ("train", "evaluate")
+
+
+def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:
+    """Run the point's stages in its own workspace; returns its entry of results.json."""
+    task = spec["task"]
+    side = root / point["point"]
+    if side.exists():
+        shutil.rmtree(side)
+    side.mkdir(parents=True)
+    for rel in spec.get("reuse", ["data"]):
+        src, dst = WORK_ROOT / rel, side / rel
+        if not src.exists():
+            raise SwarmlabError(f"ablations.{grid}.reuse: {src} does not exist: build it first (dvc repro)")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.symlink_to(src, target_is_directory=src.is_dir())
+    p = point_params(params, spec, point, grid)
+    write_params_file(p, side / "params.yaml")
+    env = {**os.environ, "SWARMLAB_WORKDIR": str(side), "MLFLOW_TRACKING_URI": tracking_uri()}
+    started, log = time.perf_counter(), side / "run.log"
+    commands = []
+    for stage in spec.get("stages") or DEFAULT_STAGES:
+        cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(side / "params.yaml")]
+        cmd += ["--task", task] if stage in TASK_STAGES else []
+        cmd += ["--no-tracking"] if not tracking and stage in ("train", "evaluate") else []
+        commands.append(" ".join(cmd[1:]))
+        print(f"[{grid}/{point['point']}] {' '.join(cmd[1:3])}", flush=True)
+        with open(log, "a") as fh:
+            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            return {
+                **point,
+                "status": "failed",
+                "failed_stage": stage,
+                "error": " / ".join(tail),
+                "wall_s": round(time.perf_counter() - started, 1),
+            }
+    entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": str(side)}
+    runs = [run.name for run in task_runs(p, task)]
+    for stage in ("train", "evaluate"):
+        f = side / "reports" / stage / task / "metrics.json"
+        metrics = json.loads(f.read_text()) if f.is_file() else {}
+        entry[stage] = {r: metrics[r] for r in runs if r in metrics}
+    entry["runs"] = {}
+    for run in runs:
+        run_file = side / "outputs" / "train" / task / run / "run.json"
+        if run_file.is_file():
+            entry["runs"][run] = json.loads(run_file.read_text()).get("run_id")
+    if tracking and any(entry["runs"].values()):
+        tag_runs(entry["runs"], grid, point)
+    return entry
+
+
+def tag_runs(runs: dict, grid: str, point: dict) -> None:
+    """Tag each point's runs and name them ``<run> [<grid> <point>] | <profile> | ...``: the point goes in after the
+    run key, the rest of the train stage's name stays, and a rerun of the grid gets `` #2`` (names stay unique)."""
+    from mlflow.tracking import MlflowClient  # here, not at the top: heavy, and only a tracked grid needs it
+
+    client = MlflowClient(tracking_uri=tracking_uri())
+    for run, run_id in runs.items():
+        if not run_id:
+            continue
+        client.set_tag(run_id, "ablation_grid", grid)
+        client.set_tag(run_id, "ablation_point", point["label"])
+        info = client.get_run(run_id).info
+        name, head = info.run_name or run, f"{run} [{grid} {point['label']}]"
+        if name.startswith(head):
+            continue  # named on an earlier pass (--resume)
+        rest = name[len(run) :] if name.startswith(run) else ""
+        client.update_run(run_id, name=unique_name(client, info.experiment_id, head + rest))

@@ -1,0 +1,1 @@
+"""The hyperparameter sweep: search spaces, the Ray Tune trial and its MLflow runs (docs/sweeps.md)."""

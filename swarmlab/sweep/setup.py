@@ -1,0 +1,122 @@
+"""What a sweep runs: the checked ``sweep`` section, the models to sweep and their search spaces, the engine
+settings every trial starts from, ASHA's horizon and the resources each trial asks of the cluster.
+
+Everything here is checked before Ray starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from swarmlab.errors import SwarmlabError
+from swarmlab.schedule.cluster import request
+from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
+
+
+def check_settings(params: dict) -> dict:
+    """The checked ``sweep`` section (swarmlab/sections.py: SweepConfig), as a dict."""
+    from swarmlab.sections import section
+
+    return dataclasses.asdict(section(params, "sweep"))
+
+
+def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
+    """The resources each trial asks for (``tune.with_resources``), checked against the cluster's alive ``nodes``
+    by the one resource check the stages' runs use too (swarmlab/schedule/cluster.py: ``request``)."""
+    return request(nodes, cpus, gpus, cpus_key="sweep.cpus_per_trial", gpus_key="sweep.gpus_per_trial").tune()
+
+
+def model_names(requested: list[str], task) -> list[str]:
+    """Registered models that fit ``task``; ``all`` expands to every one of them."""
+    import models
+
+    fitting = models.list_models(kind=task.model_kind)
+    names = []
+    for name in requested:
+        if name == "all":
+            names += [m for m in fitting if m not in names]
+            continue
+        try:
+            entry = models.model_entry(name)
+        except KeyError as exc:
+            raise SwarmlabError(f"{exc.args[0]} (--models / sweep.models)") from None
+        if entry.kind != task.model_kind:
+            raise SwarmlabError(
+                f"model {name!r} takes {entry.kind!r} inputs but task {task.key!r} ({task.name}) needs "
+                f"{task.model_kind!r} models: {', '.join(fitting)}"
+            )
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise SwarmlabError("no models to sweep: give --models or sweep.models")
+    return names
+
+
+def configured_models(params: dict, task) -> list[str]:
+    """The models to sweep when ``--models`` is not given: the entries of ``sweep.models`` that fit the task's kind
+    (``all`` = every fitting model), or, when none does (the list names another track's models), the task's own
+    ``tasks.<task>.models``. Unknown names are still errors."""
+    import models
+
+    from swarmlab.runs import model_names as task_models
+
+    fitting = []
+    for name in params["sweep"]["models"]:
+        if name != "all":
+            try:
+                models.model_entry(name)
+            except KeyError as exc:
+                raise SwarmlabError(f"{exc.args[0]} (sweep.models)") from None
+        if name == "all" or models.model_entry(name).kind == task.model_kind:
+            fitting.append(name)
+    return fitting or task_models(params, task.key)
+
+
+def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
+    """TrainConfig keywords every trial (of ``model``) starts from: the task's training settings, with ``sweep.max_epochs``,
+    ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
+    from swarmlab.run_config import train_settings
+
+    cfg = train_settings(params, task_name, model)
+    sweep_cfg = params["sweep"]
+    for key in ("max_epochs", "max_steps"):
+        if sweep_cfg[key]:
+            cfg[key] = sweep_cfg[key]
+    cfg["time_budget_s"] = sweep_cfg["time_budget_s"]
+    return cfg
+
+
+def max_evaluations(train: dict) -> int:
+    """ASHA's ``max_t``: the evaluations a trial makes when nothing stops it (its time unit is one evaluation)."""
+    if not train["eval_every"]:
+        if not train["max_epochs"]:
+            raise SwarmlabError(
+                "a sweep needs an end in evaluations: set sweep.max_epochs (or sweep.max_steps with the "
+                "task's train.eval_every)"
+            )
+        return train["max_epochs"]  # one evaluation per epoch
+    if not train["max_steps"]:
+        raise SwarmlabError(
+            f"the task validates every {train['eval_every']} steps: set sweep.max_steps so that ASHA "
+            f"knows how many evaluations a trial makes"
+        )
+    return -(-train["max_steps"] // train["eval_every"])
+
+
+def model_space(name: str, task, params: dict) -> ResolvedSpace:
+    """The checked search space of model ``name`` (the model is built once to read its config fields)."""
+    from swarmlab.engine import TrainConfig
+    from swarmlab.run_config import build_model, model_overrides
+
+    model = build_model(name, task, {})
+    base_train = trial_train_config(params, task.key, name)
+    return resolve_space(
+        params["sweep"]["spaces"],
+        task.key,
+        name,
+        model_cfg=model.cfg,
+        train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
+        check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
+        data_seq_len=task.max_seq_len(),
+        model_overrides=model_overrides(params, task.key, name),
+    )

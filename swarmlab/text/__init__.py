@@ -1,0 +1,1 @@
+"""Text data preparation: augmenting the IMDB splits and encoding them into token ids."""

@@ -1,0 +1,118 @@
+"""The import floors, read from the source with ``ast`` (imports inside functions count):
+
+* ``models`` imports nothing from ``swarmlab``, ``tasks`` or ``pipelines``: nn.Module code only;
+* ``swarmlab`` never imports ``pipelines``, which holds only the stage entry points; nor does it name a stage
+  module for the scheduler to import (``"pipelines.train:train_run"``);
+* ``swarmlab.engine`` and swarmlab's base modules (everything but ``ABOVE_TASKS``) import nothing from ``tasks`` or
+  ``models``, nor any module of ``ABOVE_TASKS``: so neither does anything they import;
+* nothing outside ``pipelines/`` (and the tests) imports ``pipelines``;
+* no module under ``pipelines/`` imports another ``pipelines`` module: a stage is a ``main()`` over the library.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+# The swarmlab modules that turn params into runs and so sit above the task contract and the model registry.
+ABOVE_TASKS = {
+    "swarmlab.memory_scaling",
+    "swarmlab.params",  # checks task names through swarmlab.sections
+    "swarmlab.run_config",
+    "swarmlab.runs",
+    "swarmlab.sections",
+    "swarmlab.stage_cli",
+    "swarmlab.guard",
+    "swarmlab.ablation_runs",
+}
+ABOVE_TASKS_PACKAGES = (
+    "swarmlab.evaluation",
+    "swarmlab.schedule",
+    "swarmlab.sweep",
+    "swarmlab.text",
+    "swarmlab.training",
+)
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((REPO_ROOT / folder).rglob("*.py"))
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, absolute, with each ``from a import b`` also as ``a.b``."""
+    inside = REPO_ROOT in path.parents
+    package = (
+        "" if not inside else module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    )
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(p for p in [*parent, base] if p)
+            names |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return names
+
+
+def under(name: str, *tops: str) -> bool:
+    return any(name == top or name.startswith(top + ".") for top in tops)
+
+
+def above_tasks(name: str) -> bool:
+    return name in ABOVE_TASKS or under(name, *ABOVE_TASKS_PACKAGES)
+
+
+def bad_imports(paths: list[Path], forbidden) -> list[str]:
+    return sorted(f"{p.relative_to(REPO_ROOT)} imports {name}" for p in paths for name in imports(p) if forbidden(name))
+
+
+def test_models_import_nothing_above_them():
+    assert not bad_imports(modules("models"), lambda n: under(n, "swarmlab", "tasks", "pipelines"))
+
+
+def test_swarmlab_never_imports_the_stages():
+    assert not bad_imports(modules("swarmlab"), lambda n: under(n, "pipelines"))
+    named = sorted(
+        f"{p.relative_to(REPO_ROOT)}: {node.value!r}"
+        for p in modules("swarmlab")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"pipelines\.\w+:\w+", node.value)
+    )
+    assert not named, f"swarmlab names stage functions for the scheduler to import: {named}"
+
+
+def test_the_engine_and_the_base_modules_stay_below_tasks_and_models():
+    base = [p for p in modules("swarmlab") if not above_tasks(module_name(p))]
+    assert any(module_name(p) == "swarmlab.engine.loop" for p in base)
+    found = bad_imports(base, lambda n: under(n, "tasks", "models", "pipelines") or above_tasks(n))
+    assert not found, f"base modules import above their floor (or add the module to ABOVE_TASKS): {found}"
+
+
+@pytest.mark.parametrize("folder", ["models", "tasks", "swarmlab", "benchmarks", "scripts"])
+def test_nothing_outside_pipelines_imports_them(folder):
+    assert not bad_imports(modules(folder), lambda n: under(n, "pipelines"))
+
+
+def test_no_stage_imports_another():
+    assert not bad_imports(modules("pipelines"), lambda n: under(n, "pipelines"))
+
+
+def test_the_check_sees_a_bad_import(tmp_path):
+    """The walk above is able to fail: an import inside a function, and a relative one, are both seen."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from pipelines.train import main\n")
+    assert imports(bad) == {"pipelines.train", "pipelines.train.main"}
