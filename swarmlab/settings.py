@@ -29,16 +29,26 @@ class SettingsError(SwarmlabError):
     """A refused setting; the message names the key, the value and what is allowed."""
 
 
-def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None):
-    """A dataclass field with its allowed values. Lists and dicts are copied per instance."""
+def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None, roles: tuple[str, ...] = ()):
+    """A dataclass field with its allowed values. Lists and dicts are copied per instance.
+
+    ``roles`` name what readers elsewhere do with the setting, so that they derive their lists from this one
+    declaration (``fields_with``): ``resumable`` (a resumed run may change it: when to stop, where and how fast it
+    runs, not what it computes), ``budget`` (the report states it as the run's budget)."""
     rules = {
         k: v
         for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=tuple(choices) if choices else None).items()
         if v is not None
     }
+    metadata = {"rules": rules, "roles": frozenset(roles)}
     if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"rules": rules})
-    return dataclasses.field(default=default, metadata={"rules": rules})
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def fields_with(cls: type, role: str) -> tuple[str, ...]:
+    """The names of ``cls``'s settings declared with ``role``, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if role in (f.metadata.get("roles") or ()))
 
 
 def _type_name(hint) -> str:

@@ -21,7 +21,7 @@ import torch.nn as nn
 from swarmlab.engine.config import TrainConfig
 from swarmlab.engine.state import Loop, Progress
 from swarmlab.errors import SwarmlabError
-from swarmlab.settings import flatten
+from swarmlab.settings import fields_with, flatten
 
 CHECKPOINT = "last.pt"  # full training state, written at every evaluation
 BEST = "best.pt"  # model state dict of the best evaluation
@@ -29,20 +29,9 @@ BEST_OPTIMIZER = "best_optimizer.pt"  # optimizer state of the best evaluation (
 HISTORY = "history.csv"  # one row per evaluation (a DVC plot)
 TRAINING_KEYS = {"model", "optimizer", "progress", "rng", "config"}  # what makes a file a training checkpoint
 
-# Settings a resumed run may change: when to stop, and where/how fast it runs (not what it computes).
-RESUMABLE_CHANGES = frozenset(
-    {
-        "max_epochs",
-        "max_steps",
-        "time_budget_s",
-        "patience",
-        "device",
-        "num_threads",
-        "compile",
-        "eval_batch_size",
-        "check_finite_every",
-    }
-)
+# Settings a resumed run may change: when to stop, and where/how fast it runs (not what it computes): the fields
+# TrainConfig declares `resumable`.
+RESUMABLE_CHANGES = frozenset(fields_with(TrainConfig, "resumable"))
 
 
 def rng_state(device: torch.device) -> dict:

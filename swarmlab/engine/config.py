@@ -1,4 +1,5 @@
-"""``TrainConfig``: the engine's settings (``train:`` in params.yaml), each with its allowed values and why."""
+"""``TrainConfig``: the engine's settings (``train:`` in params.yaml), each with its allowed values, its roles (what a
+resumed run may change, what the report states as the budget: ``swarmlab.settings.fields_with``) and why."""
 
 from __future__ import annotations
 
@@ -15,19 +16,23 @@ OPTIMIZER_CHOICES = ("adamw", "adam")
 
 @dataclass
 class TrainConfig:
-    batch_size: int = setting(48, ge=1)  # seed 000 best config
-    lr: float = setting(4.74e-4, gt=0)  # seed 000 best config
+    batch_size: int = setting(48, ge=1, roles=("budget",))  # seed 000 best config
+    lr: float = setting(4.74e-4, gt=0, roles=("budget",))  # seed 000 best config
     weight_decay: float = setting(0.0381, ge=0)  # seed 000 best config (AdamW: decoupled; Adam: L2)
     optimizer: str = setting("adamw", choices=OPTIMIZER_CHOICES)  # seed 003 trains with Adam
-    max_epochs: int = setting(20, ge=0)  # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
-    max_steps: int = setting(0, ge=0)  # optimizer steps; 0 = no limit
+    max_epochs: int = setting(
+        20, ge=0, roles=("resumable", "budget")
+    )  # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
+    max_steps: int = setting(0, ge=0, roles=("resumable", "budget"))  # optimizer steps; 0 = no limit
     eval_every: int = setting(0, ge=0)  # steps between validations; 0 = at the end of every epoch (finite data only)
-    patience: int = setting(5, ge=0)  # stop after this many evaluations without a better validation metric; 0 = never
+    patience: int = setting(
+        5, ge=0, roles=("resumable", "budget")
+    )  # stop after this many evaluations without a better validation metric; 0 = never
     # What a plateau triggers: "stop" (early stopping after `patience`) or "backtrack": seed 003 §4.1.3, restore the
     # best weights and optimizer state and multiply the learning rate by backtrack_alpha when the latest evaluations
     # that are all better than the current one outnumber backtrack_beta of all evaluations (never in the first
     # backtrack_warmup); a non-finite loss then backtracks instead of stopping the run.
-    plateau: str = setting("stop", choices=PLATEAU_CHOICES)
+    plateau: str = setting("stop", choices=PLATEAU_CHOICES, roles=("budget",))
     backtrack_alpha: float = setting(0.9, gt=0, le=1)  # seed 003: learning-rate discount per backtrack
     backtrack_beta: float = setting(0.2, ge=0, lt=1)  # seed 003: horizon, a share of the evaluations so far
     backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
@@ -38,20 +43,26 @@ class TrainConfig:
     warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
     seed: int = setting(0, ge=0)
-    device: str = "auto"  # auto = cuda when available, else cpu; "cuda" needs a CUDA device (resolve_device checks)
+    device: str = setting(
+        "auto", roles=("resumable", "budget")
+    )  # auto = cuda when available, else cpu; "cuda" needs a CUDA device (resolve_device checks)
     # bf16 autocast (the authors trained with mixed precision on GPU): "fp32" (off), "bf16" (on), or "auto":
     # on where the device computes bf16 natively (CUDA with bf16, a CPU with AVX512-BF16 or AMX), since on
     # other CPUs autocast emulates it and a SwarmFormer-Small train step ran ~10x slower than in fp32.
     # True / False mean "bf16" / "fp32".
-    amp: bool | str = "fp32"
-    compile: str = setting("eager", choices=COMPILE_CHOICES)  # torch.compile: eager (none) | default | reduce-overhead
+    amp: bool | str = setting("fp32", roles=("budget",))
+    compile: str = setting(
+        "eager", choices=COMPILE_CHOICES, roles=("resumable",)
+    )  # torch.compile: eager (none) | default | reduce-overhead
     max_batches_per_epoch: int = setting(0, ge=0)  # cap on training batches per epoch; 0 = the whole split
-    time_budget_s: float = setting(0.0, ge=0)  # net training seconds (no validation, checkpoints, logging); 0 = off
+    time_budget_s: float = setting(
+        0.0, ge=0, roles=("resumable", "budget")
+    )  # net training seconds (no validation, checkpoints, logging); 0 = off
     check_finite_every: int = setting(
-        0, ge=0
+        0, ge=0, roles=("resumable",)
     )  # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
-    eval_batch_size: int = setting(256, ge=1)
-    num_threads: int = setting(0, ge=0)  # torch intra-op threads; 0 = torch's default
+    eval_batch_size: int = setting(256, ge=1, roles=("resumable",))
+    num_threads: int = setting(0, ge=0, roles=("resumable",))  # torch intra-op threads; 0 = torch's default
 
     def __post_init__(self):
         if self.compile in ("off", False):  # accepted spellings of "no compilation"

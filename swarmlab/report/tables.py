@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from swarmlab.document import Code, Document, Heading, Para, Table
+from swarmlab.engine.config import TrainConfig
 from swarmlab.report.baselines import EXPERIMENT
 from swarmlab.report.cells import fmt, is_number
 from swarmlab.report.inputs import read_json
 from swarmlab.report.presentation import BENCHMARKS, RUNTIME_PREFIXES
 from swarmlab.report.side import side_rows
-from swarmlab.settings import flatten
+from swarmlab.settings import fields_with, flatten
 
 if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
@@ -165,7 +166,7 @@ def budget(rep: Report, key: str) -> str:
         s = rep.code.train_settings(rep.params, key)
     except Exception:
         return ""
-    keys = ("max_epochs", "max_steps", "time_budget_s", "patience", "plateau", "batch_size", "lr", "amp", "device")
+    keys = fields_with(TrainConfig, "budget")  # what TrainConfig declares as a run's budget
     text = ", ".join(f"{k} {s[k]}" for k in keys if k in s)
     own = {m: v for m, v in (rep.params["tasks"].get(key, {}).get("train") or {}).items() if isinstance(v, dict)}
     for model, values in sorted(own.items()):  # per-model settings (tasks.<task>.train.<model or glob>)

@@ -16,28 +16,15 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import git_commit
 from swarmlab.schedule.cluster import absolute_tracking_uri, connect_ray, resolve_address
+from swarmlab.sections import SweepConfig
 from swarmlab.sweep.orphans import close_orphan_runs
 from swarmlab.sweep.search_space import ResolvedSpace
 from swarmlab.sweep.setup import max_evaluations, trial_resources, trial_train_config
 from swarmlab.sweep.tables import rank
 
 STATE_FILE = "state.json"
-SETTINGS = (
-    "num_samples",
-    "max_concurrent",
-    "cpus_per_trial",
-    "gpus_per_trial",
-    "max_epochs",
-    "time_budget_s",
-    "trial_timeout_s",
-    "sweep_timeout_s",
-    "grace_period",
-    "reduction_factor",
-    "startup_trials",
-    "max_failures",
-    "seed",
-    "max_steps",
-)
+# the sweep's own settings (the section but its models, address and search spaces), as SweepConfig declares them
+SETTINGS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name not in ("models", "address", "spaces"))
 
 
 def _experiment_trials(grid) -> list:
