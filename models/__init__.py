@@ -7,14 +7,21 @@ outputs the same way (in eval mode; for ``lstm_sorted`` when the points are dist
 checks every model so tagged.
 """
 
+from models import (  # noqa: F401  (baselines)  # noqa: F401  (kind="set" baselines of seed 003)
+    hsw,  # noqa: F401  (registers hsw, hsw_small)
+    linear_transformer,
+    longformer,
+    set_linear,
+    set_lstm,
+    set_transformer,
+    sparse_transformer,
+    swarm,  # noqa: F401  (registers the SWARM set model, kind="set")
+    swarm_transformer,  # noqa: F401  (registers swarm_transformer*, kind="image")
+    swarmformer,  # noqa: F401  (registers swarmformer_*)
+    swarmformer_enhanced,  # noqa: F401  (registers swarmformer_enhanced_*)
+    transformer,
+)
 from models.registry import add_tags, create_model, list_models, model_entry, register_model
-from models import swarmformer  # noqa: F401  (registers swarmformer_*)
-from models import swarmformer_enhanced  # noqa: F401  (registers swarmformer_enhanced_*)
-from models import linear_transformer, longformer, sparse_transformer, transformer  # noqa: F401  (baselines)
-from models import set_linear, set_lstm, set_transformer  # noqa: F401  (kind="set" baselines of seed 003)
-from models import swarm  # noqa: F401  (registers the SWARM set model, kind="set")
-from models import swarm_transformer  # noqa: F401  (registers swarm_transformer*, kind="image")
-from models import hsw  # noqa: F401  (registers hsw, hsw_small)
 
 # The reference SwarmFormer mean-pools over PAD tokens, as the authors' code does (by design; see
 # models/swarmformer.py). Stated here so that swarmformer.py stays untouched by the baselines branch.

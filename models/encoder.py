@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,36 +15,30 @@ import torch.nn as nn
 
 from models.layers import PreLNBlock, masked_mean, sinusoidal_positions
 from models.layers.params import NumParamsMixin
+from swarmlab.settings import check_config, setting
 
 
 @dataclass
 class EncoderConfig:
-    vocab_size: int = 30522  # bert-base-uncased WordPiece, the tokenizer every IMDB model shares
-    num_classes: int = 2  # IMDB: negative / positive
-    seq_len: int = 256  # longest input L; rows of the learned position table (as SwarmFormer-Small)
-    d_model: int = 128  # width D, equal to SwarmFormer-Small so comparisons are at equal width
-    num_layers: int = 2  # depth, equal to SwarmFormer-Small
-    num_heads: int = 4  # H; head width Dh = D / H = 32
-    mlp_ratio: int = 4  # FFN inner width r*D, the usual transformer ratio
-    dropout: float = 0.1  # on attention probabilities, residual branches, FFN, embeddings and head input
+    vocab_size: int = setting(30522, ge=1)  # bert-base-uncased WordPiece, the tokenizer every IMDB model shares
+    num_classes: int = setting(2, ge=1)  # IMDB: negative / positive
+    seq_len: int = setting(256, ge=1)  # longest input L; rows of the learned position table (as SwarmFormer-Small)
+    d_model: int = setting(128, ge=1)  # width D, equal to SwarmFormer-Small so comparisons are at equal width
+    num_layers: int = setting(2, ge=1)  # depth, equal to SwarmFormer-Small
+    num_heads: int = setting(4, ge=1)  # H; head width Dh = D / H = 32
+    mlp_ratio: int = setting(4, ge=1)  # FFN inner width r*D, the usual transformer ratio
+    # on attention probabilities, residual branches, FFN, embeddings and head input
+    dropout: float = setting(0.1, ge=0, lt=1)
     # on the attention probabilities when set (None = `dropout`); 0 keeps SDPA's flash kernel on CPU (memory linear
     # in L): dropout there forces the math path, which keeps (B, H, L, L) probabilities, ~2 GB per layer at 16 x 4096
-    attn_dropout: float | None = None
-    pos_emb: str = "learned"  # "learned" (seq_len x D table) or "sinusoidal" (fixed, any length, no parameters)
+    attn_dropout: float | None = setting(None, ge=0, lt=1)
+    # "learned" (seq_len x D table) or "sinusoidal" (fixed, any length, no parameters)
+    pos_emb: str = setting("learned", choices=("learned", "sinusoidal"))
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
+        check_config(self)
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        if self.pos_emb not in ("learned", "sinusoidal"):
-            raise ValueError(f"pos_emb must be 'learned' or 'sinusoidal', got {self.pos_emb!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if self.attn_dropout is not None and not 0.0 <= self.attn_dropout < 1.0:
-            raise ValueError(f"attn_dropout must be in [0, 1) or null (= dropout), got {self.attn_dropout!r}")
 
     @property
     def attention_dropout(self) -> float:

@@ -47,36 +47,39 @@ from models.layers.params import NumParamsMixin
 from models.layers.transformer import masked_mean
 from models.layers.window_attention import ShiftedWindowAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 MERGE = 4  # tokens merged into one between stages (Swin merges 2 x 2 patches; the authors 4 contiguous tokens)
 
 
 @dataclass
 class HSWConfig:
-    vocab_size: int = 259  # byte-level text: 256 bytes + PAD, CLS, SEP (tasks/long_data.py)
-    num_classes: int = 11  # arXiv-11 (He et al., 2019), the paper's task
-    seq_len: int = 4096  # L the data is padded / truncated to (the paper's 4096); other lengths are padded inside
-    embed_dim: int = 768  # E, token-embedding width before the Linear to d_model: the authors' Longformer table
-    d_model: int = 96  # C, stage-1 width; stage s has C * 2**s: 96/192/384/768 (Swin-T, the authors' embed_dim)
+    vocab_size: int = setting(259, ge=1)  # byte-level text: 256 bytes + PAD, CLS, SEP (tasks/long_data.py)
+    num_classes: int = setting(11, ge=1)  # arXiv-11 (He et al., 2019), the paper's task
+    # L the data is padded / truncated to (the paper's 4096); other lengths are padded inside
+    seq_len: int = setting(4096, ge=1)
+    # E, token-embedding width before the Linear to d_model: the authors' Longformer table
+    embed_dim: int = setting(768, ge=1)
+    # C, stage-1 width; stage s has C * 2**s: 96/192/384/768 (Swin-T, the authors' embed_dim)
+    d_model: int = setting(96, ge=1)
     depths: tuple[int, ...] = (2, 2, 6, 2)  # blocks per stage (Swin-T; the authors' code)
     heads: tuple[int, ...] = (3, 6, 12, 24)  # per stage: head width 32 throughout (Swin-T; the authors' code)
-    window: int = 128  # W tokens per window, total, at every stage (the authors' code; the paper's text says 64)
-    mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * stage width (Swin; the authors)
-    dropout: float = 0.0  # embeddings, attention output, MLP (the authors' drop_rate 0)
-    attn_dropout: float = 0.0  # attention weights (the authors' attn_drop_rate 0)
-    drop_path: float = 0.1  # stochastic depth, rising linearly from 0 to this over all blocks (the authors' rate)
+    # W tokens per window, total, at every stage (the authors' code; the paper's text says 64)
+    window: int = setting(128, ge=2)
+    mlp_ratio: int = setting(4, ge=1)  # MLP hidden width = mlp_ratio * stage width (Swin; the authors)
+    dropout: float = setting(0.0, ge=0, lt=1)  # embeddings, attention output, MLP (the authors' drop_rate 0)
+    attn_dropout: float = setting(0.0, ge=0, lt=1)  # attention weights (the authors' attn_drop_rate 0)
+    # stochastic depth, rising linearly from 0 to this over all blocks (the authors' rate)
+    drop_path: float = setting(0.1, ge=0, lt=1)
 
     def __post_init__(self):
         for name in ("depths", "heads"):  # params.yaml gives lists
             if isinstance(getattr(self, name), list):
                 setattr(self, name, tuple(getattr(self, name)))
-        for name in ("vocab_size", "num_classes", "seq_len", "embed_dim", "d_model", "window", "mlp_ratio"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"HSWConfig.{name} must be a positive int, got {value!r}")
+        check_config(self)
         for name in ("depths", "heads"):
             value = getattr(self, name)
-            if not value or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in value):
+            if not value or any(v < 1 for v in value):
                 raise ValueError(f"HSWConfig.{name} must be a non-empty tuple of positive ints, got {value!r}")
         if len(self.depths) != len(self.heads):
             raise ValueError(f"HSWConfig: depths {self.depths} and heads {self.heads} must have one entry per stage")
@@ -86,7 +89,7 @@ class HSWConfig:
                     f"HSWConfig: stage {s + 1} has width d_model * 2**{s} = {dim}, not divisible by "
                     f"heads[{s}] = {h}: change d_model or heads"
                 )
-        if self.window < 2 or self.window % 2:
+        if self.window % 2:
             raise ValueError(
                 f"HSWConfig.window={self.window} must be even and >= 2: shifted blocks move by exactly "
                 f"half a window (e.g. window={max(2, self.window + 1)})"
@@ -98,9 +101,6 @@ class HSWConfig:
                 f"({shortest} tokens merge into one there): raise seq_len to >= {shortest} or use "
                 f"fewer stages"
             )
-        for name in ("dropout", "attn_dropout", "drop_path"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"HSWConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
 
     @property
     def num_stages(self) -> int:

@@ -14,16 +14,12 @@ from dataclasses import dataclass
 from models.encoder import EncoderClassifier, EncoderConfig
 from models.layers import PatternSelfAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import setting
 
 
 @dataclass
 class LinearTransformerConfig(EncoderConfig):
-    eps: float = 1e-6  # added to the normaliser phi(q)^T sum_j phi(k_j)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if not self.eps > 0:
-            raise ValueError(f"eps must be > 0, got {self.eps!r}")
+    eps: float = setting(1e-6, gt=0)  # added to the normaliser phi(q)^T sum_j phi(k_j)
 
 
 class LinearTransformer(EncoderClassifier):

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from models.encoder import EncoderClassifier, EncoderConfig
 from models.layers import PatternSelfAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import setting
 
 
 @dataclass
 class LongformerConfig(EncoderConfig):
-    window_one_sided: int = 32  # w: keys i-w..i+w (65 of them), a quarter of a 256-token review
+    window_one_sided: int = setting(32, ge=1)  # w: keys i-w..i+w (65 of them), a quarter of a 256-token review
     global_first: bool = True  # token 0 attends to all and all attend to it
 
 

@@ -15,7 +15,6 @@ Table 1 lists a smaller explored range (hidden 32, 64; layers 2, 4, 8) than Tabl
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +25,7 @@ from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import check_set_inputs
 from models.layers.transformer import masked_mean
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -63,19 +63,17 @@ class SetLinear(nn.Module):
 
 @dataclass
 class SetLinearConfig:
-    dim_input: int = 2  # points in R^2 (seed 003 §4.1.1)
-    dim_output: int = 10  # S = 10 cluster slots (the authors' n_out = 10)
-    dim_hidden: int = 64  # Table 2 best SetLinear (64-6), a) hidden units; the max variant uses 96 (96-6)
-    num_layers: int = 6  # Table 2 (64-6) and (96-6), d) layers; 1 = a single SetLinear from input to output
-    pool: str = "mean"  # "mean" (eq. 2 up to the 1/N) or "max"; set by the registered variant
+    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    dim_output: int = setting(10, ge=1)  # S = 10 cluster slots (the authors' n_out = 10)
+    # Table 2 best SetLinear (64-6), a) hidden units; the max variant uses 96 (96-6)
+    dim_hidden: int = setting(64, ge=1)
+    # Table 2 (64-6) and (96-6), d) layers; 1 = a single SetLinear from input to output
+    num_layers: int = setting(6, ge=1)
+    # "mean" (eq. 2 up to the 1/N) or "max"; set by the registered variant
+    pool: str = setting("mean", choices=("mean", "max"))
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
-        if self.pool not in ("mean", "max"):
-            raise ValueError(f"pool must be 'mean' or 'max', got {self.pool!r}")
+        check_config(self)
 
 
 class SetLinearNet(NumParamsMixin, nn.Module):

@@ -19,7 +19,6 @@ Defaults: Table 2's best codes, LSTM (128-3) and LSTM (sorted) (64-3), code (a-d
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +28,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import check_set_inputs
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 ORDERS = ("shuffle", "sorted")
 
@@ -61,22 +61,17 @@ def entity_order(x: torch.Tensor, mask: torch.Tensor, order: str, shuffle: bool)
 
 @dataclass
 class SetLSTMConfig:
-    dim_input: int = 2  # points in R^2 (seed 003 §4.1.1)
-    dim_output: int = 10  # S = 10 cluster slots (the authors' n_out = 10)
-    dim_hidden: int = 128  # per direction: Table 2 best LSTM (128-3); lstm_sorted uses 64 (64-3)
-    num_layers: int = 3  # stacked bidirectional layers: Table 2 (128-3) and (64-3)
-    order: str = "shuffle"  # "shuffle" (random order per training step) or "sorted"; set by the variant
-    dropout: float = 0.0  # nn.LSTM's dropout between layers; the paper trains with "no dropout" (§4.1.3)
+    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    dim_output: int = setting(10, ge=1)  # S = 10 cluster slots (the authors' n_out = 10)
+    dim_hidden: int = setting(128, ge=1)  # per direction: Table 2 best LSTM (128-3); lstm_sorted uses 64 (64-3)
+    num_layers: int = setting(3, ge=1)  # stacked bidirectional layers: Table 2 (128-3) and (64-3)
+    # "shuffle" (random order per training step) or "sorted"; set by the variant
+    order: str = setting("shuffle", choices=ORDERS)
+    # nn.LSTM's dropout between layers; the paper trains with "no dropout" (§4.1.3)
+    dropout: float = setting(0.0, ge=0, lt=1)
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
-        if self.order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}, got {self.order!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        check_config(self)
 
 
 class SetLSTM(NumParamsMixin, nn.Module):

@@ -15,7 +15,6 @@ Parameters of ``set_transformer_isab`` (D=32, H=4, m=60, 3 layers, rFF depth 4, 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -24,38 +23,33 @@ import torch.nn as nn
 from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 
 @dataclass
 class SetTransformerConfig:
-    dim_input: int = 2  # points in R^2 (seed 003 §4.1.1)
-    dim_output: int = 10  # S = 10 cluster slots for K <= 10 clusters: the authors' n_out = 10 (amortised_clustering.py)
-    dim_hidden: int = 32  # D: Table 2 best Set Transformer (32-60-3), a) hidden units
-    num_heads: int = 4  # H (Dh = D / H = 8): the authors' -n_heads default; the paper does not list it
-    num_layers: int = 3  # Table 2 (32-60-3), d) layers
-    num_inds: int = 60  # m inducing points per ISAB: Table 2 (32-60-3), b); unused by SAB
-    block: str = "isab"  # "isab" (the paper's choice, O(N m)) or "sab" (O(N^2)); set by the registered variant
-    ff_depth: int = 4  # Linear+ReLU pairs per rFF: the authors' RFF has 4 (Lee et al.'s code has 1)
-    layer_norm: bool = True  # post-LN in every MAB: Lee et al. eq. 6-7 and the authors' code
-    dropout: float = 0.0  # on the residual branches; the paper trains with "no dropout" (§4.1.3)
-    head: str = "none"  # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
+    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    # S = 10 cluster slots for K <= 10 clusters: the authors' n_out = 10 (amortised_clustering.py)
+    dim_output: int = setting(10, ge=1)
+    dim_hidden: int = setting(32, ge=1)  # D: Table 2 best Set Transformer (32-60-3), a) hidden units
+    num_heads: int = setting(4, ge=1)  # H (Dh = D / H = 8): the authors' -n_heads default; the paper does not list it
+    num_layers: int = setting(3, ge=1)  # Table 2 (32-60-3), d) layers
+    num_inds: int = setting(60, ge=1)  # m inducing points per ISAB: Table 2 (32-60-3), b); unused by SAB
+    # "isab" (the paper's choice, O(N m)) or "sab" (O(N^2)); set by the registered variant
+    block: str = setting("isab", choices=("isab", "sab"))
+    ff_depth: int = setting(4, ge=1)  # Linear+ReLU pairs per rFF: the authors' RFF has 4 (Lee et al.'s code has 1)
+    layer_norm: bool = setting(True)  # post-LN in every MAB: Lee et al. eq. 6-7 and the authors' code
+    dropout: float = setting(0.0, ge=0, lt=1)  # on the residual branches; the paper trains with "no dropout" (§4.1.3)
+    # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
+    head: str = setting("none", choices=POOLINGS)
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{type(self).__name__}.{f.name} must be a positive int, got {value!r}")
+        check_config(self)
         if self.dim_hidden % self.num_heads:
             raise ValueError(
                 f"dim_hidden={self.dim_hidden} is not divisible by num_heads={self.num_heads}: "
                 "change one so that the head width is an integer"
             )
-        if self.block not in ("isab", "sab"):
-            raise ValueError(f"block must be 'isab' or 'sab', got {self.block!r}")
-        if self.head not in POOLINGS:
-            raise ValueError(f"head must be one of {POOLINGS}, got {self.head!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
 
 
 class SetTransformer(NumParamsMixin, nn.Module):

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from models.encoder import EncoderClassifier, EncoderConfig
 from models.layers import PatternSelfAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import setting
 
 
 @dataclass
 class SparseTransformerConfig(EncoderConfig):
-    block: int = 32  # l: block length; 256-token inputs have 8 blocks
-    summary: int = 4  # c: summary positions per block (the paper uses c in {8, 16, 32} with l = 128)
+    block: int = setting(32, ge=1)  # l: block length; 256-token inputs have 8 blocks
+    summary: int = setting(4, ge=1)  # c: summary positions per block (the paper uses c in {8, 16, 32} with l = 128)
 
     def __post_init__(self):
         super().__post_init__()

@@ -61,6 +61,7 @@ from models.layers.params import NumParamsMixin
 from models.layers.set_blocks import SetPoolingHead
 from models.layers.transformer import masked_mean
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 POOLINGS = ("mean", "max", "causal")
 HEADS = ("none", "mean", "pma")
@@ -68,47 +69,36 @@ HEADS = ("none", "mean", "pma")
 
 @dataclass
 class SwarmConfig:
-    dim_input: int = 2  # §4.1: entities are points in R^2
-    dim_output: int = 10  # §4.1: up to 10 clusters -> per-entity cluster logits
-    dim_hidden: int = 192  # §4.1.4 / Table 2: the best model is SWARM(192-10-1): 192 memory cells, ...
-    n_iter: int = 10  # ... 10 iterations ...
-    num_layers: int = 1  # ... 1 layer ("top performing SWARM models have just one layer"); ReLU between layers
-    pooling: str = "mean"  # authors' models.py builds the set models with 'MEAN'; "max"; "causal" for §4.3
-    dropout: float = 0.0  # §4.1.3 "no dropout"; §5 best models "don't require dropout"
+    dim_input: int = setting(2, ge=1)  # §4.1: entities are points in R^2
+    dim_output: int = setting(10, ge=1)  # §4.1: up to 10 clusters -> per-entity cluster logits
+    dim_hidden: int = setting(192, ge=1)  # §4.1.4 / Table 2: the best model is SWARM(192-10-1): 192 memory cells, ...
+    n_iter: int = setting(10, ge=1)  # ... 10 iterations ...
+    # ... 1 layer ("top performing SWARM models have just one layer"); ReLU between layers
+    num_layers: int = setting(1, ge=1)
+    # authors' models.py builds the set models with 'MEAN'; "max"; "causal" for §4.3
+    pooling: str = setting("mean", choices=POOLINGS)
+    dropout: float = setting(0.0, ge=0, lt=1)  # §4.1.3 "no dropout"; §5 best models "don't require dropout"
     # Permutation-invariant output for the MoG task (§4.2): "mean" = masked mean of the per-entity outputs ->
     # (B, dim_output) (approach (i)); "pma" = the last layer outputs head_width per entity, then PMA (1 seed) and a
     # Linear to dim_output (approach (ii): "a SWARM layer of output size 128 feeds into a PMA block").
-    head: str = "none"
-    head_width: int = 128  # §4.2 (ii): the SWARM layer's output size before the PMA; unused otherwise
-    head_heads: int = 4  # PMA heads (head_width must divide by it)
-    fast: bool = True  # fused hand-written backward computing the same function; False = plain reference
+    head: str = setting("none", choices=HEADS)
+    head_width: int = setting(128, ge=1)  # §4.2 (ii): the SWARM layer's output size before the PMA; unused otherwise
+    head_heads: int = setting(4, ge=1)  # PMA heads (head_width must divide by it)
+    fast: bool = setting(True)  # fused hand-written backward computing the same function; False = plain reference
     # fast path only: run whole sets through all iterations in blocks of about this many (B*N) rows, so that a
     # block's gates (rows x 4H floats: 3 MB at 1024 x 768) stay in cache across the ~20 elementwise passes of
     # an iteration (1.05-1.25x per train step at B=50, N=100, H=192 on one thread, 1.2-1.45x at N=550); 0 = the
     # whole batch at once (the path before issue 19). Same function: pooling never crosses sets. Used with one
     # intra-op thread only (see effective_block_rows: with 2 threads the blocks measured 0.4-0.6x).
-    block_rows: int = 1024
+    block_rows: int = setting(1024, ge=0)
 
     def __post_init__(self):
-        for name in ("dim_input", "dim_output", "dim_hidden", "n_iter", "num_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SwarmConfig.{name} must be a positive int, got {value!r}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"SwarmConfig.pooling must be one of {POOLINGS}, got {self.pooling!r}")
-        if self.head not in HEADS:
-            raise ValueError(f"SwarmConfig.head must be one of {HEADS}, got {self.head!r}")
-        if self.head == "pma" and (self.head_width < 1 or self.head_width % self.head_heads):
+        check_config(self)
+        if self.head == "pma" and self.head_width % self.head_heads:
             raise ValueError(
                 f"SwarmConfig.head_width={self.head_width} must be a positive multiple of "
                 f"head_heads={self.head_heads} for the PMA head"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"SwarmConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        if not isinstance(self.fast, bool):
-            raise ValueError(f"SwarmConfig.fast must be a bool, got {self.fast!r}")
-        if not isinstance(self.block_rows, int) or isinstance(self.block_rows, bool) or self.block_rows < 0:
-            raise ValueError(f"SwarmConfig.block_rows must be an int >= 0 (0 = no blocks), got {self.block_rows!r}")
 
 
 # ---- pooling ----------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from models.layers.params import NumParamsMixin
 from models.registry import build_config, register_model
 from models.swarm import Swarm, SwarmConfig
+from swarmlab.settings import check_config, setting
 
 N_VALUES = 256  # 8-bit pixel values, one categorical per sub-pixel
 
@@ -49,21 +50,21 @@ N_VALUES = 256  # 8-bit pixel values, one categorical per sub-pixel
 @dataclass
 class SwarmTransformerConfig:
     image_size: tuple[int, int, int] = (1, 28, 28)  # (C, H, W): MNIST / Fashion-MNIST (§4.3)
-    num_classes: int = 10  # class-conditional samples (Fig. 6); 0 = no class embedding at all
-    dim: int = 256  # §4.3: 256-dim position features and input / channel embeddings; a multiple of 4
-    dim_hidden: int = 256  # README MNIST / Fashion-MNIST command: -n_hidden 256 (their n_emb = n_hidden)
-    n_iter: int = 10  # README MNIST / Fashion-MNIST command: -n_iter 10 (the paper does not say)
-    num_layers: int = 1  # §4.3 / Fig. 6 "1-layer SWARM Transformer"; README -n_layers 1; ReLU between layers
-    dropout: float = 0.0  # their script builds its SwarmLayers without dropout
-    fast: bool = True  # models/swarm.py fused path; False = its plain reference path
+    num_classes: int = setting(10, ge=0)  # class-conditional samples (Fig. 6); 0 = no class embedding at all
+    dim: int = setting(256, ge=4)  # §4.3: 256-dim position features and input / channel embeddings; a multiple of 4
+    dim_hidden: int = setting(256, ge=1)  # README MNIST / Fashion-MNIST command: -n_hidden 256 (their n_emb = n_hidden)
+    n_iter: int = setting(10, ge=1)  # README MNIST / Fashion-MNIST command: -n_iter 10 (the paper does not say)
+    # §4.3 / Fig. 6 "1-layer SWARM Transformer"; README -n_layers 1; ReLU between layers
+    num_layers: int = setting(1, ge=1)
+    dropout: float = setting(0.0, ge=0, lt=1)  # their script builds its SwarmLayers without dropout
+    fast: bool = setting(True)  # models/swarm.py fused path; False = its plain reference path
 
     def __post_init__(self):
         self.image_size = tuple(self.image_size)
         if len(self.image_size) != 3 or any(not isinstance(s, int) or s < 1 for s in self.image_size):
             raise ValueError(f"image_size must be (C, H, W) positive ints, got {self.image_size!r}")
-        if not isinstance(self.num_classes, int) or self.num_classes < 0:
-            raise ValueError(f"num_classes must be an int >= 0 (0 = unconditional only), got {self.num_classes!r}")
-        if not isinstance(self.dim, int) or self.dim < 4 or self.dim % 4:
+        check_config(self)
+        if self.dim % 4:
             raise ValueError(f"dim must be a positive multiple of 4 (sin/cos x vertical/horizontal), got {self.dim!r}")
 
     @property

@@ -37,36 +37,31 @@ import torch.nn.functional as F
 from models.layers import GateNet, Mlp
 from models.layers.params import NumParamsMixin
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 
 @dataclass
 class SwarmFormerConfig:
-    vocab_size: int = 30522  # bert-base-uncased WordPiece vocabulary
-    num_classes: int = 2  # IMDB: negative / positive
-    d_model: int = 128  # embedding width D; the whole model stays at this width
-    num_layers: int = 2  # the seed's best configs use 2 layers
-    t_local: int = 3  # local swarm micro-steps per layer, sharing one aggregator's weights
-    cluster_size: int = 8  # S: tokens per contiguous cluster; C = seq_len / S representatives
-    seq_len: int = 256  # L: inputs are padded/truncated to exactly this length
-    dropout: float = 0.4  # the authors use one rate everywhere (embeddings, MLPs, attention)
-    padding_aware: bool = False  # False = the authors' model: PAD takes part everywhere, neighbours wrap around
-    fast: bool = True  # fused kernels computing the same function; False = the plain reference code (test oracle)
+    vocab_size: int = setting(30522, ge=1)  # bert-base-uncased WordPiece vocabulary
+    num_classes: int = setting(2, ge=1)  # IMDB: negative / positive
+    d_model: int = setting(128, ge=1)  # embedding width D; the whole model stays at this width
+    num_layers: int = setting(2, ge=1)  # the seed's best configs use 2 layers
+    t_local: int = setting(3, ge=1)  # local swarm micro-steps per layer, sharing one aggregator's weights
+    cluster_size: int = setting(8, ge=1)  # S: tokens per contiguous cluster; C = seq_len / S representatives
+    seq_len: int = setting(256, ge=1)  # L: inputs are padded/truncated to exactly this length
+    dropout: float = setting(0.4, ge=0, lt=1)  # the authors use one rate everywhere (embeddings, MLPs, attention)
+    # False = the authors' model: PAD takes part everywhere, neighbours wrap around
+    padding_aware: bool = setting(False)
+    # fused kernels computing the same function; False = the plain reference code (test oracle)
+    fast: bool = setting(True)
 
     def __post_init__(self):
-        for name in ("vocab_size", "num_classes", "d_model", "num_layers", "t_local", "cluster_size", "seq_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SwarmFormerConfig.{name} must be a positive int, got {value!r}")
-        for name in ("padding_aware", "fast"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"SwarmFormerConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        check_config(self)
         if self.seq_len % self.cluster_size:
             raise ValueError(
                 f"seq_len={self.seq_len} is not divisible by cluster_size={self.cluster_size}: "
                 f"choose a seq_len that is a multiple of {self.cluster_size}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"SwarmFormerConfig.dropout must be in [0, 1), got {self.dropout!r}")
 
     @property
     def num_clusters(self) -> int:

@@ -62,6 +62,7 @@ from models.layers.neighbours import NeighbourMean
 from models.layers.params import NumParamsMixin
 from models.layers.window_attention import LocalWindowAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import check_config, setting
 
 # switch name -> registered ablation suffix (each ablation turns exactly this one switch off)
 SWITCHES: dict[str, str] = {
@@ -77,72 +78,46 @@ SWITCHES: dict[str, str] = {
 
 @dataclass
 class EnhancedSwarmFormerConfig:
-    vocab_size: int = 30522  # bert-base-uncased WordPiece vocabulary
-    num_classes: int = 2  # IMDB: negative / positive
-    d_model: int = 128  # D; seed 000 Small
-    num_layers: int = 2  # the seed's best configs use 2 layers
-    t_local: int = 3  # local swarm micro-steps per layer, sharing one step's weights
-    cluster_size: int = 8  # S: tokens per cluster in the lowest layer (C = routing_block / S per block)
-    seq_len: int = 256  # L the data is padded/truncated to; other lengths work (padded internally)
-    dropout: float = 0.4  # the original's one rate: embeddings, local steps, MLPs, attention outputs
-    attn_dropout: float = 0.0  # on attention weights; > 0 forces SDPA's O(C^2) math kernel on CPU
-    heads: int = 4  # H for window attention and (when cluster_mha) cluster attention
-    dim_head: int = 32  # Dh; scale Dh ** -0.5; H * Dh = D for Small
+    vocab_size: int = setting(30522, ge=1)  # bert-base-uncased WordPiece vocabulary
+    num_classes: int = setting(2, ge=1)  # IMDB: negative / positive
+    d_model: int = setting(128, ge=1)  # D; seed 000 Small
+    num_layers: int = setting(2, ge=1)  # the seed's best configs use 2 layers
+    t_local: int = setting(3, ge=1)  # local swarm micro-steps per layer, sharing one step's weights
+    cluster_size: int = setting(8, ge=1)  # S: tokens per cluster in the lowest layer (C = routing_block / S per block)
+    seq_len: int = setting(256, ge=1)  # L the data is padded/truncated to; other lengths work (padded internally)
+    # the original's one rate: embeddings, local steps, MLPs, attention outputs
+    dropout: float = setting(0.4, ge=0, lt=1)
+    attn_dropout: float = setting(0.0, ge=0, lt=1)  # on attention weights; > 0 forces SDPA's O(C^2) math kernel on CPU
+    heads: int = setting(4, ge=1)  # H for window attention and (when cluster_mha) cluster attention
+    dim_head: int = setting(32, ge=1)  # Dh; scale Dh ** -0.5; H * Dh = D for Small
     # a. local window attention instead of the circular neighbour mean
-    window_attn: bool = True
-    window_one_sided: int = 16  # each token sees 16 tokens on each side and itself: 33 in total
+    window_attn: bool = setting(True)
+    window_one_sided: int = setting(16, ge=1)  # each token sees 16 tokens on each side and itself: 33 in total
     # b. multi-head cluster attention (off: one head of width D, no output projection)
-    cluster_mha: bool = True
+    cluster_mha: bool = setting(True)
     # c. Gumbel-softmax token -> cluster routing (off: contiguous chunks of S tokens)
-    routing: bool = True
-    routing_block: int = 256  # tokens per routing block; = seq_len means global routing at that length
-    gumbel_tau: float = 1.0  # temperature (the start value when annealed)
-    gumbel_tau_final: float = 0.5  # end of the built-in anneal; unused when gumbel_anneal_steps = 0
-    gumbel_anneal_steps: int = 0  # training forwards to anneal over; 0 = constant / set_temperature()
-    gumbel_hard: bool = False  # one-hot assignments, straight-through gradients
+    routing: bool = setting(True)
+    routing_block: int = setting(256, ge=1)  # tokens per routing block; = seq_len means global routing at that length
+    gumbel_tau: float = setting(1.0, gt=0)  # temperature (the start value when annealed)
+    gumbel_tau_final: float = setting(0.5, gt=0)  # end of the built-in anneal; unused when gumbel_anneal_steps = 0
+    gumbel_anneal_steps: int = setting(0, ge=0)  # training forwards to anneal over; 0 = constant / set_temperature()
+    gumbel_hard: bool = setting(False)  # one-hot assignments, straight-through gradients
     # d. gated residual MLP for the cluster -> token update (off: a Linear)
-    gated_mlp: bool = True
-    mlp_ratio: int = 2  # hidden width of that MLP = mlp_ratio * D
+    gated_mlp: bool = setting(True)
+    mlp_ratio: int = setting(2, ge=1)  # hidden width of that MLP = mlp_ratio * D
     # e. pre-LayerNorm before every attention / MLP block and before pooling
-    preln: bool = True
+    preln: bool = setting(True)
     # f. one shared projection for Q, K and V in the cluster attention
-    tied_qkv: bool = True
+    tied_qkv: bool = setting(True)
     # g. pyramid: layer l has C / pyramid_factors[l] clusters (the last factor repeats for deeper layers)
-    pyramid: bool = True
+    pyramid: bool = setting(True)
     pyramid_factors: tuple[int, ...] = (1, 2, 4)
 
     def __post_init__(self):
         if isinstance(self.pyramid_factors, list):  # params.yaml gives lists
             self.pyramid_factors = tuple(self.pyramid_factors)
-        positive = (
-            "vocab_size",
-            "num_classes",
-            "d_model",
-            "num_layers",
-            "t_local",
-            "cluster_size",
-            "seq_len",
-            "heads",
-            "dim_head",
-            "window_one_sided",
-            "routing_block",
-            "mlp_ratio",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"EnhancedSwarmFormerConfig.{name} must be a positive int, got {value!r}")
-        for name in SWITCHES:
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"EnhancedSwarmFormerConfig.{name} is a switch: give true or false")
-        for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"EnhancedSwarmFormerConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if not (self.gumbel_tau > 0 and self.gumbel_tau_final > 0):
-            raise ValueError("gumbel_tau and gumbel_tau_final must be > 0")
-        if not isinstance(self.gumbel_anneal_steps, int) or self.gumbel_anneal_steps < 0:
-            raise ValueError(f"gumbel_anneal_steps must be an int >= 0, got {self.gumbel_anneal_steps!r}")
-        if not self.pyramid_factors or any(not isinstance(f, int) or f < 1 for f in self.pyramid_factors):
+        check_config(self)
+        if not self.pyramid_factors or any(f < 1 for f in self.pyramid_factors):
             raise ValueError(f"pyramid_factors must be positive ints, got {self.pyramid_factors!r}")
         if self.routing:
             for level, size in enumerate(self.level_cluster_sizes):

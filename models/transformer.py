@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from models.encoder import EncoderClassifier, EncoderConfig
 from models.layers import PatternSelfAttention
 from models.registry import build_config, register_model
+from swarmlab.settings import setting
 
 ATTN_IMPLS = ("sdpa", "dense")
 FLOAT32_BYTES = 4  # scores and probabilities are float32 (the dense path soft-maxes in float32)
@@ -27,12 +28,8 @@ FLOAT32_BYTES = 4  # scores and probabilities are float32 (the dense path soft-m
 
 @dataclass
 class TransformerConfig(EncoderConfig):
-    attn_impl: str = "sdpa"  # "sdpa" (fused kernel) or "dense" (explicit (B, H, L, L) scores; memory reference)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.attn_impl not in ATTN_IMPLS:
-            raise ValueError(f"attn_impl must be 'sdpa' or 'dense', got {self.attn_impl!r}")
+    # "sdpa" (fused kernel) or "dense" (explicit (B, H, L, L) scores; memory reference)
+    attn_impl: str = setting("sdpa", choices=ATTN_IMPLS)
 
 
 class Transformer(EncoderClassifier):

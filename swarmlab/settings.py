@@ -25,8 +25,9 @@ from typing import Any
 from swarmlab.errors import SwarmlabError
 
 
-class SettingsError(SwarmlabError):
-    """A refused setting; the message names the key, the value and what is allowed."""
+class SettingsError(SwarmlabError, ValueError):
+    """A refused setting; the message names the key, the value and what is allowed. A ValueError too: what a
+    dataclass's ``__post_init__`` raises for a bad value (model configs, TrainConfig)."""
 
 
 def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None, roles: tuple[str, ...] = ()):
@@ -137,6 +138,12 @@ def check(obj, where: str) -> None:
             hints.get(f.name, Any),
             f.metadata.get("rules"),
         )
+
+
+def check_config(obj) -> None:
+    """``check`` for a model config's ``__post_init__``: every field against its declaration, named
+    ``<ConfigClass>.<field>`` in the message. Constraints between fields stay in the config's own code."""
+    check(obj, type(obj).__name__)
 
 
 def parse(cls: type, values: dict | None, where: str, *, partial: bool = False):

@@ -314,10 +314,10 @@ def test_invariant_heads_are_permutation_invariant(name, head):
     [
         ("set_transformer_isab", dict(dim_hidden=10, num_heads=4), "not divisible by num_heads"),
         ("set_transformer_sab", dict(head="sum"), "head must be one of"),
-        ("set_transformer_isab", dict(num_inds=0), "num_inds must be a positive int"),
-        ("set_linear_mean", dict(num_layers=0), "num_layers must be a positive int"),
+        ("set_transformer_isab", dict(num_inds=0), "num_inds must be >= 1"),
+        ("set_linear_mean", dict(num_layers=0), "num_layers must be >= 1"),
         ("lstm", dict(order="random"), "order must be one of"),
-        ("lstm_sorted", dict(dropout=1.0), "dropout must be in"),
+        ("lstm_sorted", dict(dropout=1.0), "dropout must be >= 0 and < 1"),
     ],
 )
 def test_configs_reject_bad_values_with_a_message(name, bad, match):

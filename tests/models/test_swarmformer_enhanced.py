@@ -317,7 +317,7 @@ def test_config_validation():
         models.create_model("swarmformer_enhanced_small", routing_block=100)  # not a multiple of 8 * 2
     with pytest.raises(TypeError, match="unknown"):
         models.create_model("swarmformer_enhanced_small", windw=3)
-    with pytest.raises(ValueError, match="switch"):
+    with pytest.raises(ValueError, match="routing must be true or false"):
         models.create_model("swarmformer_enhanced_small", routing=1)
     model = models.create_model("swarmformer_enhanced_small", vocab_size=101, pyramid_factors=[1, 4])
     assert model.cfg.pyramid_factors == (1, 4) and model.cfg.cluster_counts() == [32, 8]

@@ -224,7 +224,7 @@ def test_fast_path_runs_under_bf16_autocast_close_to_fp32():
 
 
 def test_config_rejects_non_bool_switches():
-    with pytest.raises(ValueError, match="fast must be a bool"):
+    with pytest.raises(ValueError, match="fast must be true or false"):
         SwarmFormerConfig(fast=1)
-    with pytest.raises(ValueError, match="padding_aware must be a bool"):
+    with pytest.raises(ValueError, match="padding_aware must be true or false"):
         SwarmFormerConfig(padding_aware="yes")

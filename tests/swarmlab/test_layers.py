@@ -1,6 +1,7 @@
 """The import floors, read from the source with ``ast`` (imports inside functions count):
 
-* ``models`` imports nothing from ``swarmlab``, ``tasks`` or ``pipelines``: nn.Module code only;
+* ``models`` imports nothing from ``tasks`` or ``pipelines``, and from ``swarmlab`` only ``MODELS_MAY_IMPORT`` (the
+  one way to declare and check a setting, which imports nothing else of the project): nn.Module code and configs;
 * ``swarmlab`` never imports ``pipelines``, which holds only the stage entry points; nor does it name a stage
   module for the scheduler to import (``"pipelines.train:train_run"``);
 * ``swarmlab.engine`` and swarmlab's base modules (everything but ``ABOVE_TASKS``) import nothing from ``tasks`` or
@@ -78,8 +79,18 @@ def bad_imports(paths: list[Path], forbidden) -> list[str]:
     return sorted(f"{p.relative_to(REPO_ROOT)} imports {name}" for p in paths for name in imports(p) if forbidden(name))
 
 
+MODELS_MAY_IMPORT = {"swarmlab.settings", "swarmlab.errors"}
+
+
 def test_models_import_nothing_above_them():
-    assert not bad_imports(modules("models"), lambda n: under(n, "swarmlab", "tasks", "pipelines"))
+    def forbidden(name: str) -> bool:
+        return under(name, "tasks", "pipelines") or (under(name, "swarmlab") and not under(name, *MODELS_MAY_IMPORT))
+
+    assert not bad_imports(modules("models"), forbidden)
+    for allowed in MODELS_MAY_IMPORT:  # and what models may import stays at the bottom
+        path = REPO_ROOT / (allowed.replace(".", "/") + ".py")
+        assert not bad_imports([path], lambda n: under(n, "swarmlab") and not under(n, *MODELS_MAY_IMPORT)), allowed
+        assert not bad_imports([path], lambda n: under(n, "models", "tasks", "pipelines")), allowed
 
 
 def test_swarmlab_never_imports_the_stages():
