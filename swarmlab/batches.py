@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from swarmlab.errors import SwarmlabError
+
 
 def is_endless(data) -> bool:
     """Whether ``data`` makes a fresh batch per step (``tasks.base.EndlessData``) rather than holding a finite split."""
@@ -21,3 +23,12 @@ def batch_len(batch: dict) -> int:
         if torch.is_tensor(value):
             return value.shape[0]
     raise ValueError("a batch must hold at least one tensor")
+
+
+def check_batch_fits(batch_size: int, train_data, item_name: str, task_key: str) -> None:
+    """Refuse a batch larger than a finite training split (one line naming the setting to lower)."""
+    if not is_endless(train_data) and batch_size > len(train_data):
+        raise SwarmlabError(
+            f"train.batch_size={batch_size} is larger than the training split "
+            f"({len(train_data)} {item_name}): lower it (train or tasks.{task_key}.train)"
+        )

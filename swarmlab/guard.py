@@ -37,7 +37,7 @@ from swarmlab.engine import (
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import file_sha256
 from swarmlab.io import atomic_write_text
-from swarmlab.batches import is_endless
+from swarmlab.batches import check_batch_fits, is_endless
 
 DRY_ROWS = 2  # rows of the dry run's batches: enough for any batch-size logic, cheap at any length
 # A run whose best validation loss exceeds the untrained model's by this many times max(|initial loss|, 1) diverged:
@@ -81,11 +81,7 @@ def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
         model = build_model(name, task, model_overrides(params, task.key, name))
         train_ds = task.train_data(model.cfg)
         val_ds = task.eval_data("val", model.cfg)
-        if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
-            raise SwarmlabError(
-                f"train.batch_size={cfg.batch_size} is larger than the training split "
-                f"({len(train_ds)} {task.item_name}): lower it (train or {where}.train)"
-            )
+        check_batch_fits(cfg.batch_size, train_ds, task.item_name, task.key)
         if len(val_ds) == 0:
             raise SwarmlabError(f"the validation split of {task.key} is empty: rebuild the data: {task.rebuild_hint}")
         try:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.report.provenance import code_commit
 
+NOT_CODE = ("reports", "data", "outputs", "dvc.lock")  # tracked paths that are results or DVC's own record
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
 # Where stages read and write data/, outputs/, reports/: the repo root, or $SWARMLAB_WORKDIR
@@ -49,5 +50,26 @@ def tracking_uri() -> str:
 def git_commit() -> str:
     """The commit every run records: ``<sha>``, ``-dirty`` when tracked *code* differs from it (files under reports/,
     data/, outputs/ and dvc.lock do not count); ``$SWARMLAB_GIT_COMMIT`` wins; ``unknown`` outside git. One function
-    for every writer (``swarmlab.report.provenance.code_commit``); readers use ``provenance``."""
+    for every writer (``code_commit`` below); readers use ``swarmlab.report.provenance``."""
     return code_commit(REPO_ROOT)
+
+
+def code_commit(root: Path) -> str:
+    """``<sha>`` of HEAD, with ``-dirty`` when tracked code differs from it; ``unknown`` outside git."""
+    if os.environ.get("SWARMLAB_GIT_COMMIT"):
+        return os.environ["SWARMLAB_GIT_COMMIT"]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        excludes = [f":(exclude){p}" for p in NOT_CODE]
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

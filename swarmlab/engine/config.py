@@ -20,14 +20,12 @@ class TrainConfig:
     lr: float = setting(4.74e-4, gt=0, roles=("budget",))  # seed 000 best config
     weight_decay: float = setting(0.0381, ge=0)  # seed 000 best config (AdamW: decoupled; Adam: L2)
     optimizer: str = setting("adamw", choices=OPTIMIZER_CHOICES)  # seed 003 trains with Adam
-    max_epochs: int = setting(
-        20, ge=0, roles=("resumable", "budget")
-    )  # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
+    # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
+    max_epochs: int = setting(20, ge=0, roles=("resumable", "budget"))
     max_steps: int = setting(0, ge=0, roles=("resumable", "budget"))  # optimizer steps; 0 = no limit
     eval_every: int = setting(0, ge=0)  # steps between validations; 0 = at the end of every epoch (finite data only)
-    patience: int = setting(
-        5, ge=0, roles=("resumable", "budget")
-    )  # stop after this many evaluations without a better validation metric; 0 = never
+    # stop after this many evaluations without a better validation metric; 0 = never
+    patience: int = setting(5, ge=0, roles=("resumable", "budget"))
     # What a plateau triggers: "stop" (early stopping after `patience`) or "backtrack": seed 003 §4.1.3, restore the
     # best weights and optimizer state and multiply the learning rate by backtrack_alpha when the latest evaluations
     # that are all better than the current one outnumber backtrack_beta of all evaluations (never in the first
@@ -36,31 +34,26 @@ class TrainConfig:
     backtrack_alpha: float = setting(0.9, gt=0, le=1)  # seed 003: learning-rate discount per backtrack
     backtrack_beta: float = setting(0.2, ge=0, lt=1)  # seed 003: horizon, a share of the evaluations so far
     backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
-    lr_decay_at: float = setting(
-        0.0, ge=0, lt=1
-    )  # share of the planned steps after which lr x lr_decay_factor; 0 = off
+    # share of the planned steps after which lr x lr_decay_factor; 0 = off
+    lr_decay_at: float = setting(0.0, ge=0, lt=1)
     lr_decay_factor: float = setting(0.1, gt=0, le=1)  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
     warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
     seed: int = setting(0, ge=0)
-    device: str = setting(
-        "auto", roles=("resumable", "budget")
-    )  # auto = cuda when available, else cpu; "cuda" needs a CUDA device (resolve_device checks)
+    # auto = cuda when available, else cpu; "cuda" needs a CUDA device (resolve_device checks)
+    device: str = setting("auto", roles=("resumable", "budget"))
     # bf16 autocast (the authors trained with mixed precision on GPU): "fp32" (off), "bf16" (on), or "auto":
     # on where the device computes bf16 natively (CUDA with bf16, a CPU with AVX512-BF16 or AMX), since on
     # other CPUs autocast emulates it and a SwarmFormer-Small train step ran ~10x slower than in fp32.
     # True / False mean "bf16" / "fp32".
     amp: bool | str = setting("fp32", roles=("budget",))
-    compile: str = setting(
-        "eager", choices=COMPILE_CHOICES, roles=("resumable",)
-    )  # torch.compile: eager (none) | default | reduce-overhead
+    # torch.compile: eager (none) | default | reduce-overhead
+    compile: str = setting("eager", choices=COMPILE_CHOICES, roles=("resumable",))
     max_batches_per_epoch: int = setting(0, ge=0)  # cap on training batches per epoch; 0 = the whole split
-    time_budget_s: float = setting(
-        0.0, ge=0, roles=("resumable", "budget")
-    )  # net training seconds (no validation, checkpoints, logging); 0 = off
-    check_finite_every: int = setting(
-        0, ge=0, roles=("resumable",)
-    )  # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
+    # net training seconds (no validation, checkpoints, logging); 0 = off
+    time_budget_s: float = setting(0.0, ge=0, roles=("resumable", "budget"))
+    # steps between NaN/inf checks of the loss (a host sync); 0 = at evaluations
+    check_finite_every: int = setting(0, ge=0, roles=("resumable",))
     eval_batch_size: int = setting(256, ge=1, roles=("resumable",))
     num_threads: int = setting(0, ge=0, roles=("resumable",))  # torch intra-op threads; 0 = torch's default
 

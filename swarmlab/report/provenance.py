@@ -1,7 +1,7 @@
 """One provenance for every number: the code commit, whether the *code* differed from it, the run id; and whether the
 number is stale (its stage's dependencies changed since ``dvc.lock`` was written).
 
-* ``code_commit(root)`` is what every writer records (``swarmlab.paths.git_commit`` calls it): ``<sha>``, or
+* ``swarmlab.paths.code_commit(root)`` (a base module: every stage records it, through ``git_commit``): ``<sha>``, or
   ``<sha>-dirty`` when a tracked file outside ``reports/``, ``data/``, ``outputs/`` and ``dvc.lock`` (results and the
   pipeline's own record, which DVC rewrites between stages) differs from that commit. ``$SWARMLAB_GIT_COMMIT`` wins
   (a copy on a GPU machine may carry a ``.git`` that does not match the tree).
@@ -19,38 +19,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import yaml
 
-NOT_CODE = ("reports", "data", "outputs", "dvc.lock")  # tracked paths that are results or DVC's own record
 IGNORED_DIRS = ("__pycache__",)  # .dvcignore
 IGNORED_SUFFIXES = (".pyc",)
 
 
-# ----------------------------------------------------------------------------------------------- commits
-
-
-def code_commit(root: Path) -> str:
-    """``<sha>`` of HEAD, with ``-dirty`` when tracked code differs from it; ``unknown`` outside git."""
-    if os.environ.get("SWARMLAB_GIT_COMMIT"):
-        return os.environ["SWARMLAB_GIT_COMMIT"]
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        excludes = [f":(exclude){p}" for p in NOT_CODE]
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+# -------------------------------------------------------------------------------------- a number's provenance
 
 
 @dataclasses.dataclass(frozen=True)

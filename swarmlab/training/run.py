@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from swarmlab.batches import is_endless
+from swarmlab.batches import check_batch_fits
 from swarmlab.engine import CHECKPOINT, fit
 from swarmlab.errors import SwarmlabError
 from swarmlab.guard import check_outcome, seal_run, start_record
@@ -66,11 +66,7 @@ def train_one(
     model = build_model(name, task, model_overrides(params, task.key, name))
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
-    if not is_endless(train_ds) and cfg.batch_size > len(train_ds):
-        raise SwarmlabError(
-            f"train.batch_size={cfg.batch_size} is larger than the training split "
-            f"({len(train_ds)} {task.item_name}): lower it (train or tasks.{task.key}.train)"
-        )
+    check_batch_fits(cfg.batch_size, train_ds, task.item_name, task.key)
     final = train_dir(task.key, run.name, out_root)
     work = in_progress_dir(final)
     created = not work.exists()  # removed again if this call fails with a user error (a kill -9 keeps it for --resume)
