@@ -38,6 +38,7 @@ from pathlib import Path
 from swarmlab.schedule.cluster import (
     Resources,
     absolute_tracking_uri,
+    alive_nodes,
     check_reachable,
     connect_ray,
     describe_cluster,
@@ -209,6 +210,7 @@ class Scheduler:
         self.parallel = self.cfg.parallel if self.ray else 1
         self._started = False
         self.where = "this process"
+        self.capacity = (0.0, 0.0)  # the Ray cluster's CPUs and GPUs, once joined
 
     def _check_equal_budgets(self, budgets: dict[str, float]) -> None:
         """Runs compared at equal net time must hold equal resources: 2 runs at 1 thread each sharing 2 cores are not
@@ -246,6 +248,8 @@ class Scheduler:
         self._started = connect_ray(self.cfg.address or None, dashboard=self.cfg.dashboard)
         try:
             nodes = ray.nodes()
+            alive = alive_nodes(nodes)
+            self.capacity = tuple(sum(n.get("Resources", {}).get(k, 0.0) for n in alive) for k in ("CPU", "GPU"))
             for run in self.runs:
                 slot = self.slots[run.name]
                 try:
@@ -374,7 +378,12 @@ class Scheduler:
         queue, pending, results, failure = list(jobs), {}, {}, None
         done = 0
         while queue or pending:
-            while queue and failure is None and (self.parallel == 0 or len(pending) < self.parallel):
+            while (
+                queue
+                and failure is None
+                and (self.parallel == 0 or len(pending) < self.parallel)
+                and _room_for(self, pending, queue[0])
+            ):
                 job = queue.pop(0)
                 slot = self.slots[job.run.name]
                 spec = {
@@ -442,6 +451,18 @@ class Scheduler:
         if failure is not None:
             raise failure
         return results
+
+
+def _room_for(scheduler: Scheduler, pending: dict, job: Job) -> bool:
+    """Whether the cluster's CPUs and GPUs in all hold ``job`` beside the runs already submitted (``pending``: ref ->
+    (job, start)). A run is handed to Ray only then, so that "running" in the progress lines means running, not
+    queued inside Ray (two 2-CPU runs on a 2-CPU node: one runs, one waits). The first run is always submitted."""
+    if not pending:
+        return True
+    cpus, gpus = scheduler.capacity
+    used = [scheduler.slots[j.run.name].resources for j, _ in pending.values()]
+    want = scheduler.slots[job.run.name].resources
+    return sum(r.cpus for r in used) + want.cpus <= cpus + 1e-9 and sum(r.gpus for r in used) + want.gpus <= gpus + 1e-9
 
 
 def _import(path: str):

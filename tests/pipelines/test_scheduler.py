@@ -220,3 +220,31 @@ def test_a_rerun_after_a_killed_driver_trains_only_the_unfinished_runs(tmp_path)
     restart = run_train_toy(tmp_path / "b", params, "--restart")
     assert restart.returncode == 0, restart.stderr
     assert "keep " not in restart.stdout and restart.stdout.count("] start ") == 4
+
+
+def test_a_run_is_handed_to_ray_only_when_the_cluster_has_room_for_it():
+    """So that "running" in the progress lines means running: with 2 CPUs, a second 2-CPU run waits in our queue,
+    not inside Ray; 1-CPU runs go two at a time; GPUs count the same way; the first run is always submitted."""
+    from types import SimpleNamespace
+
+    from swarmlab.schedule.cluster import Resources
+    from swarmlab.schedule.scheduler import _room_for
+
+    def job(name):
+        return SimpleNamespace(run=SimpleNamespace(name=name))
+
+    slots = {
+        "big0": SimpleNamespace(resources=Resources(2.0)),
+        "big1": SimpleNamespace(resources=Resources(2.0)),
+        "one0": SimpleNamespace(resources=Resources(1.0)),
+        "one1": SimpleNamespace(resources=Resources(1.0)),
+        "gpu0": SimpleNamespace(resources=Resources(1.0, 1.0)),
+        "gpu1": SimpleNamespace(resources=Resources(1.0, 1.0)),
+    }
+    two_cpus = SimpleNamespace(capacity=(2.0, 0.0), slots=slots)
+    assert _room_for(two_cpus, {}, job("big0"))
+    assert not _room_for(two_cpus, {"r": (job("big0"), 0.0)}, job("big1"))
+    assert _room_for(two_cpus, {"r": (job("one0"), 0.0)}, job("one1"))
+    one_gpu = SimpleNamespace(capacity=(8.0, 1.0), slots=slots)
+    assert not _room_for(one_gpu, {"r": (job("gpu0"), 0.0)}, job("gpu1"))
+    assert _room_for(one_gpu, {"r": (job("gpu0"), 0.0)}, job("one0"))
