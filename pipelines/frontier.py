@@ -31,7 +31,7 @@ from swarmlab.runs import default_task, make_task, report_dir
 from swarmlab.run_config import build_model, model_overrides
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
-from swarmlab.report.plots import frontier_plot
+from swarmlab.plots import frontier_plot
 
 CODE_FIELDS = ("dim_hidden", "d_model", "num_inds", "n_iter", "num_layers")  # seed 003 Table 1: a-b-c-d
 

@@ -45,6 +45,7 @@ from pathlib import Path
 import yaml
 
 from swarmlab.paths import REPO_ROOT, git_commit
+from swarmlab import plots
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_dir
 
@@ -552,74 +553,13 @@ def goals_text(goals: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, path: Path) -> None:
-    """Log-log memory increment and time vs N, one line per model; open markers = predicted, not run."""
-    from swarmlab.plots import pyplot
-
-    plt = pyplot()
-    fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(12, 4.8))
-    timeout_s = result["config"]["timeout_s"]
-    for i, label in enumerate(dict.fromkeys(p["model"] for p in result["points"])):
-        pts = [p for p in result["points"] if p["model"] == label]
-        color = f"C{i % 10}"
-        ok = [p for p in pts if p["status"] == "ok"]
-        if ok:
-            ax_m.plot(
-                [p["tokens"] for p in ok],
-                [max(p["increment_bytes"], 1) / 1e6 for p in ok],
-                "o-",
-                color=color,
-                label=label,
-            )
-            ax_t.plot([p["tokens"] for p in ok], [p["time_s"] for p in ok], "o-", color=color, label=label)
-        pred = [p for p in pts if p["status"] == "over_cap"]
-        if pred:
-            ax_m.plot(
-                [p["tokens"] for p in pred],
-                [p["predicted_bytes"] / 1e6 for p in pred],
-                "o:",
-                mfc="none",
-                color=color,
-                label=f"{label} (predicted, not run)" if not ok else None,
-            )
-        slow = [p for p in pts if p["status"] == "timeout"]
-        if slow:
-            ax_t.plot([p["tokens"] for p in slow], [timeout_s] * len(slow), "x", ms=10, color=color)
-    ax_m.set(
-        xscale="log",
-        yscale="log",
-        xlabel="sequence length N (tokens)",
-        ylabel="forward memory increment (MB)",
-        title="peak memory of one forward minus baseline\n(open markers: predicted, not run)",
-    )
-    ax_t.set(
-        xscale="log",
-        yscale="log",
-        xlabel="sequence length N (tokens)",
-        ylabel="time of one forward (s)",
-        title=f"time (x = timeout at {timeout_s:g} s)",
-    )
-    for ax in (ax_m, ax_t):
-        ax.grid(alpha=0.3, which="both")
-    ax_m.legend(fontsize=7)
-    env = result["environment"]
-    fig.suptitle(
-        f"batch {result['config']['batch_size']}, {env['device']}, {env['OMP_NUM_THREADS'] or 'default'} threads, "
-        f"torch {env['torch']}, {env['date_utc']}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def write_outputs(result: dict, out_dir: Path) -> None:
     metrics = {**result["fits"], "goals": result["goals"]}
     with atomic_dir(out_dir) as tmp:
         (tmp / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(markdown_table(result) + "\n" + goals_text(result["goals"]), encoding="utf-8")
-        plot(result, tmp / "memory_scaling.png")
+        plots.memory_scaling(result, tmp / "memory_scaling.png")
 
 
 if __name__ == "__main__":  # a point's subprocess (run_benchmark)

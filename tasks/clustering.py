@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from swarmlab import plots
 from swarmlab.errors import SwarmlabError
 from swarmlab.heartbeat import Heartbeat
 from swarmlab.integrity import FILES_KEY, META, check_options, read_meta, record_files
@@ -604,70 +605,26 @@ class ClusteringMogTask(_SetTask):
 # --------------------------------------------------------------------------------------------------- plots
 
 
-def _ellipse(ax, mean, cov, color, **kwargs) -> None:
-    """The 2-sigma ellipse of a 2-D Gaussian."""
-    from matplotlib.patches import Ellipse
-
-    values, vectors = np.linalg.eigh(np.asarray(cov, np.float64))
-    angle = np.degrees(np.arctan2(vectors[1, 1], vectors[0, 1]))
-    width, height = 2 * 2 * np.sqrt(np.maximum(values[::-1], 0))
-    ax.add_patch(Ellipse(mean, width, height, angle=angle, fill=False, color=color, **kwargs))
-
-
 def plot_direct_example(example: dict, path: Path, title: str = "") -> Path:
-    """Seed 003 Figure 4: one task's truth (with the generating covariance ellipses) beside the predicted
-    assignment; predicted slots take the colour of the true cluster they are matched to (count-maximising
-    matching; slots matched to no cluster get the spare colours); the grey halo under each point is the entropy
-    of its slot distribution (darker = less sure; Figure 4 shades the whole plane, which needs the model)."""
-    from scipy.optimize import linear_sum_assignment
-
-    from swarmlab.plots import pyplot
-
-    plt = pyplot()
+    """Seed 003 Figure 4 for the meter's kept task (``DirectClusteringMeter.example``): see ``plots.clustering_example``."""
     mask = example["mask"].cpu().numpy()
-    x = example["x"].cpu().numpy()[mask]  # (N, 2)
-    labels = example["labels"].cpu().numpy()[mask]
-    probs = example["probs"].cpu().numpy()[mask]  # (N, S)
-    pred = probs.argmax(axis=1)
     k = int(example["k"])
-    S = probs.shape[1]
-    table = np.zeros((S, S), np.int64)
-    np.add.at(table, (labels, pred), 1)
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    colour_of_slot = np.empty(S, np.int64)
-    colour_of_slot[cols] = rows  # slot -> the true cluster it is matched to (indices >= k: spare colours)
-    accuracy = table[rows, cols].sum() / max(len(labels), 1)
-    entropy = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(axis=1)
-    cmap = plt.get_cmap("tab10" if S <= 10 else "tab20")
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 5), sharex=True, sharey=True)
-    axes[0].scatter(x[:, 0], x[:, 1], c=[cmap(c % cmap.N) for c in labels], s=6)
-    for j in range(k):
-        _ellipse(axes[0], example["means"][j].cpu().numpy(), example["covs"][j].cpu().numpy(), cmap(j % cmap.N), lw=1.2)
-    axes[0].set_title(f"truth: {k} clusters, {len(labels)} points")
-    axes[1].scatter(x[:, 0], x[:, 1], c=entropy, cmap="Greys", s=40, alpha=0.35, vmin=0, vmax=np.log(S))
-    axes[1].scatter(x[:, 0], x[:, 1], c=[cmap(colour_of_slot[s] % cmap.N) for s in pred], s=6)
-    axes[1].set_title(f"prediction: {len(set(pred.tolist()))} slots used, matched accuracy {accuracy:.3f}")
-    for ax in axes:
-        ax.set_aspect("equal")
-        ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plots.clustering_example(
+        example["x"].cpu().numpy()[mask],  # (N, 2)
+        example["labels"].cpu().numpy()[mask],
+        example["probs"].cpu().numpy()[mask],  # (N, S)
+        example["means"][:k].cpu().numpy(),
+        example["covs"][:k].cpu().numpy(),
+        path,
+        title,
+    )
 
 
 def plot_mog_example(example: dict, path: Path, title: str = "") -> Path:
-    """One §4.2 task: its points with the true components (dashed) and the predicted ones (solid), 2-sigma."""
-    from swarmlab.plots import pyplot
-
-    plt = pyplot()
+    """The meter's kept §4.2 task (``MogMeter.example``) with its log-likelihood under the true and the predicted
+    mixture: see ``plots.mog_example``."""
     mask = example["mask"].cpu()
     x = example["x"].cpu()[mask]
-    fig, ax = plt.subplots(figsize=(5.5, 5.5))
-    ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), s=4, c="k", alpha=0.5)
     with torch.no_grad():
         lls = [
             float(
@@ -681,18 +638,7 @@ def plot_mog_example(example: dict, path: Path, title: str = "") -> Path:
             )
             for p in ("", "pred_")
         ]
-    for prefix, style in (("", "--"), ("pred_", "-")):
-        pi, mu, sigma = (example[prefix + key].cpu().float().numpy() for key in ("pi", "mu", "sigma"))
-        for j in range(len(pi)):
-            _ellipse(ax, mu[j], np.diag(sigma[j] ** 2), f"C{j}", ls=style, lw=1.0 + 2.0 * pi[j])
-    ax.set_title(
-        f"{title + ': ' if title else ''}log-lik {lls[1]:.3f} (oracle {lls[0]:.3f})\n"
-        f"dashed = true components, solid = predicted (2 sigma)",
-        fontsize=9,
+    true, predicted = (
+        tuple(example[prefix + key].cpu().float().numpy() for key in ("pi", "mu", "sigma")) for prefix in ("", "pred_")
     )
-    ax.set_aspect("equal")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plots.mog_example(x.numpy(), true, predicted, lls, path, title)

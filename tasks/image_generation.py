@@ -41,6 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from swarmlab import plots
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
 from swarmlab.settings import setting
@@ -418,8 +419,6 @@ class ImageGenerationTask(Task):
         return f"{self.info.title}: {text}" + (f"\n({APPROXIMATE_NOTE})" if self.approximate else "")
 
     def report(self, meter: BitsPerDim, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
-        from swarmlab.plots import class_scores
-
         out_dir.mkdir(parents=True, exist_ok=True)
         per_class = meter.per_class()
         if not per_class:
@@ -428,7 +427,7 @@ class ImageGenerationTask(Task):
         path = out_dir / f"bits_per_class_{name or self.key}.png"
         head = f"{title}: " if title else ""
         return [
-            class_scores(
+            plots.class_scores(
                 list(per_class.values()),
                 list(per_class),
                 path,
@@ -452,8 +451,6 @@ class ImageGenerationTask(Task):
         """``num_samples // classes`` (at least 1) samples per class with the model's incremental sampler, in
         one batch: ``samples.png`` (one row per class) and ``samples.npz`` (``images`` (N, C, H, W) uint8,
         ``labels`` (N,), class-major)."""
-        from swarmlab.plots import image_grid
-
         if not callable(getattr(model, "sample", None)):
             raise SwarmlabError(
                 f"model {name or type(model).__name__} has no sample(labels, *, generator, temperature) "
@@ -473,7 +470,7 @@ class ImageGenerationTask(Task):
         what = f"class-conditional samples of {name or 'the model'}, seed {seed}" + (
             f", temperature {temperature:g}" if temperature != 1.0 else ""
         )
-        image_grid(
+        plots.image_grid(
             drawn.reshape(K, per_class, C, H, W),
             out_dir / "samples.png",
             self.title(what),

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from swarmlab import plots
 from swarmlab.errors import SwarmlabError
 from tasks.base import Task
 from tasks.metrics import ConfusionMatrix
@@ -83,10 +84,10 @@ class TextClassificationTask(Task):
         return ConfusionMatrix(self.num_classes, positive=self.positive_class)
 
     def report(self, meter: ConfusionMatrix, out_dir: Path, *, title: str = "", name: str = "") -> list[Path]:
-        from swarmlab.plots import confusion_matrix
-
         out_dir.mkdir(parents=True, exist_ok=True)
         names = list(self.class_names) or [str(k) for k in range(self.num_classes)]
         accuracy = meter.compute()["accuracy"]
         path = out_dir / f"confusion_{name or self.name}.png"
-        return [confusion_matrix(meter.matrix, names, path, f"{title}: test accuracy {accuracy:.4f}" if title else "")]
+        return [
+            plots.confusion_matrix(meter.matrix, names, path, f"{title}: test accuracy {accuracy:.4f}" if title else "")
+        ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from swarmlab.document import Document, Heading, Para, Table
 from swarmlab.errors import SwarmlabError
-from swarmlab.report import plots
+from swarmlab import plots
 from swarmlab.report.cells import fmt, is_number, short
 from swarmlab.report.inputs import read_json
 

@@ -1,13 +1,13 @@
 """The report's Figures section: training curves (and their `dvc plots` data), the evaluate stage's own figures and
 confusion matrices, score against parameters beside the papers', sample grids and frontier plots. Drawing is
-``swarmlab.report.plots``; this module only chooses what to show."""
+``swarmlab.plots``; this module only chooses what to show."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from swarmlab.document import Document, Heading, Para
-from swarmlab.report import plots
+from swarmlab import plots
 from swarmlab.report.cells import is_number, rel
 from swarmlab.report.dvc_plots import PLOTS, confusion_csv, curve_csv
 

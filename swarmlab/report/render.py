@@ -1,5 +1,5 @@
 """The ledger as report blocks: the table, one paragraph per track written from the rows, a bar chart per
-comparison with its interval (drawn by ``swarmlab.report.plots``), the figures that claims point at, and the count of test-split re-reads.
+comparison with its interval (drawn by ``swarmlab.plots``), the figures that claims point at, and the count of test-split re-reads.
 
 Nothing here is a conclusion typed by hand: every sentence is assembled from a ledger row (its verdict, numbers and
 reasons). ``TRACKS`` only names the tracks.
@@ -24,7 +24,7 @@ from swarmlab.report.ledger import (
     Row,
     fmt,
 )
-from swarmlab.report.plots import comparison_chart
+from swarmlab.plots import comparison_chart
 from swarmlab.report.testsplit import READS, rereads
 
 TRACKS = {
@@ -192,7 +192,15 @@ def ledger_blocks(
     blocks.append(Heading(3, "Ledger comparisons with their intervals"))
     drawn = False
     for r in charts:
-        img = figure(f"ledger_{r.claim.id}", lambda p, r=r: comparison_chart(r, p))
+        img = figure(
+            f"ledger_{r.claim.id}",
+            lambda p, r=r: comparison_chart(
+                r.compared,
+                r.claim.decided_by.get("metric", r.claim.metric),
+                f"{r.claim.id}: {r.verdict}",
+                p,
+            ),
+        )
         if img:
             img.caption = f"`{r.claim.id}`: {r.ours} ({r.test})"
             blocks.append(img)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from swarmlab import plots
 from swarmlab.batches import check_batch_fits
 from swarmlab.engine import CHECKPOINT, fit
 from swarmlab.errors import SwarmlabError
@@ -209,10 +210,8 @@ def _train_in(
         **({"resources": resources} if resources else {}),  # CPUs, GPUs, threads, runs at once (the report states them)
     }
     if tracking:
-        from swarmlab.plots import training_curve
-
         with tempfile.TemporaryDirectory() as tmp:
-            curve = training_curve(
+            curve = plots.training_curve(
                 result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run.name}", task.monitor
             )
             shutil.copy(curve, out_dir / "training_curve.png")

@@ -103,6 +103,22 @@ def test_stage_declares_every_code_path_it_imports(pipeline, name, stage):
 
 
 @pytest.mark.parametrize(("pipeline", "name", "stage"), STAGES, ids=[f"{p}:{n}" for p, n, _ in STAGES])
+def test_every_code_dep_a_stage_declares_exists(pipeline, name, stage):
+    """A dep that is gone fails ``dvc repro`` on a missing dependency (a module moved and its old path left behind).
+    Outputs of other stages (data/, outputs/, reports/) need not exist before the run; code and params files must."""
+    wdir = (REPO_ROOT / pipeline).parent / stage.get("wdir", ".")
+    generated = ("data", "outputs", "reports", "mlruns.db")
+    gone = sorted(
+        d
+        for d in stage.get("deps", [])
+        if not d.startswith("${")
+        and (wdir / d).resolve().relative_to(REPO_ROOT).parts[0] not in generated
+        and not (wdir / d).exists()
+    )
+    assert not gone, f"{pipeline}:{name} declares deps that do not exist: {gone}"
+
+
+@pytest.mark.parametrize(("pipeline", "name", "stage"), STAGES, ids=[f"{p}:{n}" for p, n, _ in STAGES])
 def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, stage):
     params = stage.get("params", [])
     for section in OVERRIDE_SECTIONS:  # reading defaults.train means reading the top-level train: {} override too
