@@ -32,7 +32,7 @@ def table_digest(table) -> str:
 
 
 def run_one(workers: int, limit: int, datasets: Path) -> dict:
-    from swarmlab.text.augmentation import augment_train, init_worker
+    from tasks.augmentation.pool import augment_train, init_worker
     from swarmlab.sections import AugmentConfig
     from swarmlab.machine import cpu_seconds
     from tasks.imdb_sources import read_imdb

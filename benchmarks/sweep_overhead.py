@@ -3,7 +3,7 @@
 Runs the sweep of ``--profile`` (default smoke) with one trial at a time and no early stopping, then trains
 the very same configurations with ``engine.fit`` in this process, with and without MLflow, and prints
 seconds per trial and the difference. Needs the task's data (for imdb, the default task: ``dvc repro tokenize`` or
-``python -m pipelines.tokenize --profile smoke``); ``--task toy_counting`` generates its own.
+``python -m pipelines.data --task imdb --profile smoke``); ``--task toy_counting`` generates its own.
 
     python benchmarks/sweep_overhead.py [--profile smoke] [--task T] [--trials 2,6] [--epochs 1] [--data-dir DIR]
 """

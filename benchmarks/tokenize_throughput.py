@@ -1,6 +1,6 @@
 """Tokenization throughput on 100k real IMDB reviews (train + test + 50k unlabelled), one process run.
 
-Compares the stage's path (`swarmlab.text.encoding.encode_texts`: prefix cut, plain-ASCII reviews lower-cased
+Compares the stage's path (`tasks.tokenization.encode_texts`: prefix cut, plain-ASCII reviews lower-cased
 in Python and tokenized without BERT's normalizer, encode_batch_fast, numpy padding) with the plain
 `tokenizers` call (`encode_batch` on whole reviews, normalizer and padding in the library), and checks that
 both give the same ids.
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from swarmlab.paths import datasets_dir
-from swarmlab.text.encoding import encode_texts
+from tasks.tokenization import encode_texts
 from tasks.tokenization import build_wordpiece
 
 

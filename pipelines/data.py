@@ -1,40 +1,72 @@
-"""Stage `data@<task>`: build a task's data folder (generated sets, converted images, ListOps expressions...).
+"""Stage `data@<task>`: build a task's data folder (IMDB's splits, generated sets, converted images, ListOps...).
 
-The task writes into an empty temporary sibling of its data folder (``Task.build_data``); the folder is
-swapped in only when it succeeds, so a failed or killed run leaves the previous data as it was. Writes
-``<data folder>`` and ``reports/data/<task>/metrics.json`` (the task's summary).
+The task writes into an empty temporary sibling of its data folder (``Task.build_data``); the folder is swapped in
+only when it succeeds, so a failed or killed run leaves the previous data as it was. Writes ``<data folder>`` and
+``reports/data/<task>/metrics.json`` (the task's summary).
 
-    python -m pipelines.data --task T [--profile P]
+A task whose data is built in steps (``Task.data_steps``; IMDB: prepare, augment, tokenize) runs one step per call
+with ``--step`` (each a cached DVC stage: ``dvc repro tokenize``), or every step in order without it. A step's
+settings are the params section of its name, checked for every step before any folder is touched; it writes
+``reports/data/<task>/<step>/metrics.json``.
+
+    python -m pipelines.data --task T [--step S] [--profile P]
 """
 
 from __future__ import annotations
 
 import json
 
-from swarmlab.stage_cli import params_from, stage_parser
-from swarmlab.paths import REPORTS_DIR, datasets_dir
-from swarmlab.runs import default_task, make_task, report_dir
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
+from swarmlab.paths import REPORTS_DIR, datasets_dir
+from swarmlab.runs import default_task, make_task, report_dir
+from swarmlab.sections import SECTIONS, section
+from swarmlab.sections import seed as check_seed
+from swarmlab.stage_cli import params_from, stage_parser
 from tasks.base import Task
 
 
-def build(params: dict, task_key: str | None = None, *, options: dict | None = None, report_root=REPORTS_DIR) -> dict:
+def build(
+    params: dict,
+    task_key: str | None = None,
+    *,
+    step: str | None = None,
+    options: dict | None = None,
+    report_root=REPORTS_DIR,
+) -> dict:
+    """Build the task's data (one step of it, with ``step``); returns the summary of the last step built."""
     task = make_task(params, default_task(params, task_key), options=options)
-    if type(task).build_data is Task.build_data:  # the contract's default: the task has no generic data stage
+    if type(task).build_data is Task.build_data:  # the contract's default: the task has no data stage
+        raise SwarmlabError(f"task {task.key!r} ({task.name}) has no data stage: it builds no data of its own")
+    steps = task.data_steps()
+    if step is not None and step not in steps:
         raise SwarmlabError(
-            f"task {task.key!r} ({task.name}) has no data@ stage: its data comes from stages of its own"
+            f"--step {step}: task {task.key!r} builds its data in the steps {', '.join(steps)}"
+            if steps
+            else f"--step {step}: task {task.key!r} builds its data in one step: drop --step"
         )
-    out = task.data_dir
-    with atomic_dir(out) as tmp:
-        summary = task.build_data(tmp, datasets=datasets_dir(params), seed=params["seed"])
-    atomic_write_text(report_dir("data", task.key, report_root) / "metrics.json", json.dumps(summary, indent=2) + "\n")
-    print(
-        f"data {task.key}: "
-        + ", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, dict))
-        + f" -> {out}",
-        flush=True,
-    )
+    seed = check_seed(params)
+    todo = [step] if step else list(steps)
+    unknown = [s for s in todo if s not in SECTIONS]
+    if unknown:
+        raise SwarmlabError(f"task {task.key!r} names data steps without a params section: {unknown}")
+    settings = {s: section(params, s) for s in todo}  # every step's settings checked before any folder is touched
+    summary = {}
+    for s in todo or [None]:
+        out = steps[s] if s else task.data_dir
+        with atomic_dir(out) as tmp:
+            if s is None:
+                summary = task.build_data(tmp, datasets=datasets_dir(params), seed=seed)
+            else:
+                summary = task.build_data(tmp, datasets=datasets_dir(params), seed=seed, step=s, settings=settings[s])
+        folder = report_dir("data", task.key, report_root) / (s or "")
+        atomic_write_text(folder / "metrics.json", json.dumps(summary, indent=2) + "\n")
+        print(
+            f"data {task.key}{f' {s}' if s else ''}: "
+            + ", ".join(f"{k} {v}" for k, v in summary.items() if not isinstance(v, dict))
+            + f" -> {out}",
+            flush=True,
+        )
     return summary
 
 
@@ -42,8 +74,9 @@ def build(params: dict, task_key: str | None = None, *, options: dict | None = N
 def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose data to build")
+    parser.add_argument("--step", default=None, help="one step of a task whose data is built in steps (IMDB: tokenize)")
     args = parser.parse_args(argv)
-    build(params_from(args), args.task)
+    build(params_from(args), args.task, step=args.step)
 
 
 if __name__ == "__main__":

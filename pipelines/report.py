@@ -7,7 +7,7 @@ It reads, for every task key it can find (params sections, swarmlab/report/prese
 the folders under reports/), whatever exists: ``reports/train/<key>/`` (metrics.json, history/),
 ``reports/evaluate/<key>/`` (metrics.json, plots/), ``reports/sweep/<key>/``, ``reports/data/<key>/``,
 ``reports/sample/<key>/``, ``reports/frontier/<key>/``, ``reports/memory_scaling/``,
-``reports/augment/``, ``reports/ablations/<grid>/`` (pipelines/ablate.py), ``reports/side/*/`` and the MLflow
+``reports/ablations/<grid>/`` (pipelines/ablate.py), ``reports/side/*/`` and the MLflow
 store (run ids, commits, the papers' runs); nothing else. A missing input is a line in the report saying what
 is missing and which command makes it, never an error. MLflow is optional: without a store the report says so.
 

@@ -45,9 +45,7 @@ reads = {str(v) for t in tasks for v in vars(make_task(params, t).options).value
 sys.exit(0 if reads & {"data/prepared", "data/tokenized"} else 1)
 EOF
 then
-  stage prepare
-  stage augment
-  stage tokenize
+  stage data --task imdb   # its three steps in order: prepare, augment, tokenize
 fi
 for name in "$@"; do
   if [ "$mode" = grid ]; then

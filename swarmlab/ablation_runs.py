@@ -17,7 +17,7 @@ from pathlib import Path
 from swarmlab.ablations import point_params, write_params_file
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT, WORK_ROOT, tracking_uri
-from swarmlab.runs import task_runs
+from swarmlab.runs import make_task, task_runs
 from swarmlab.tracking import unique_name
 
 TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
@@ -27,6 +27,14 @@ DEFAULT_STAGES = ("train", "evaluate")
 def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:
     """Run the point's stages in its own workspace; returns its entry of results.json."""
     task = spec["task"]
+    p = point_params(params, spec, point, grid)
+    steps = make_task(p, task).data_steps()  # a data step of the task (IMDB's augment) runs as the data stage's step
+    stages = list(spec.get("stages") or DEFAULT_STAGES)
+    unknown = [s for s in stages if s not in steps and s not in TASK_STAGES]
+    if unknown:
+        raise SwarmlabError(
+            f"ablations.{grid}.stages: {unknown} are not stages a point can run: {', '.join([*TASK_STAGES, *steps])}"
+        )
     side = root / point["point"]
     if side.exists():
         shutil.rmtree(side)
@@ -37,14 +45,14 @@ def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, t
             raise SwarmlabError(f"ablations.{grid}.reuse: {src} does not exist: build it first (dvc repro)")
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.symlink_to(src, target_is_directory=src.is_dir())
-    p = point_params(params, spec, point, grid)
     write_params_file(p, side / "params.yaml")
     env = {**os.environ, "SWARMLAB_WORKDIR": str(side), "MLFLOW_TRACKING_URI": tracking_uri()}
     started, log = time.perf_counter(), side / "run.log"
     commands = []
-    for stage in spec.get("stages") or DEFAULT_STAGES:
-        cmd = [sys.executable, "-m", f"pipelines.{stage}", "--params", str(side / "params.yaml")]
-        cmd += ["--task", task] if stage in TASK_STAGES else []
+    for stage in stages:
+        module = "data" if stage in steps else stage
+        cmd = [sys.executable, "-m", f"pipelines.{module}", "--params", str(side / "params.yaml"), "--task", task]
+        cmd += ["--step", stage] if stage in steps else []
         cmd += ["--no-tracking"] if not tracking and stage in ("train", "evaluate") else []
         commands.append(" ".join(cmd[1:]))
         print(f"[{grid}/{point['point']}] {' '.join(cmd[1:3])}", flush=True)

@@ -229,14 +229,19 @@ class Task(abc.ABC):
         """The longest ``seq_len`` the data can feed a model (a sweep refuses longer ones); None = any."""
         return None
 
-    def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
-        """Write the task's data into ``out_dir`` (the generic ``data@<task>`` stage, ``pipelines/data.py``,
+    def data_steps(self) -> dict[str, Path]:
+        """A task whose data is built in several steps, each a cached stage of its own (IMDB: prepare, augment,
+        tokenize), names them here in order, each with the folder it writes; the last writes ``data_dir``. Each
+        step reads what the steps before it wrote. Empty (the default): one step, or none."""
+        return {}
+
+    def build_data(self, out_dir: Path, *, datasets: Path, seed: int, step: str | None = None, settings=None) -> dict:
+        """Write the task's data into ``out_dir`` (the generic stage ``python -m pipelines.data --task <key>``
         hands over an empty temporary folder and swaps it in on success); returns a summary for the stage's
-        metrics. ``datasets`` is the shared datasets folder, ``seed`` the run's seed. Tasks whose data comes
-        from stages of their own (IMDB: prepare, augment, tokenize) do not implement it."""
-        raise NotImplementedError(
-            f"task {self.name!r} has no data stage of the generic kind: its data comes from stages of its own"
-        )
+        metrics. ``datasets`` is the shared datasets folder, ``seed`` the run's seed. A task with ``data_steps``
+        is called once per step, with the step's name and its settings: the checked params section of the same
+        name (``prepare:``). A task whose data comes from elsewhere does not implement it."""
+        raise NotImplementedError(f"task {self.name!r} builds no data of its own")
 
     def describe_data(self, train, val) -> dict:
         """Facts about the data worth logging with a run (sizes, lengths)."""

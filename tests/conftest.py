@@ -147,14 +147,32 @@ def tiny_params(imdb_parquet) -> dict:
     return params
 
 
+def imdb_step(params: dict, step: str, out_dir: Path, in_dir: Path | None = None) -> dict:
+    """One of IMDB's data steps (tasks/imdb_data.py) with its settings from ``params``, from ``in_dir`` (the folder
+    of the step before) into a new ``out_dir``; returns the ``meta.json`` it wrote. The tests skip ``augment`` where
+    they can: ``tokenize`` reads the prepared layout as it reads the augmented one."""
+    import json
+
+    from swarmlab.paths import datasets_dir
+    from swarmlab.sections import section
+    from tasks import imdb_data
+
+    out_dir.mkdir(parents=True)
+    cfg, datasets = section(params, step), datasets_dir(params)
+    if step == "prepare":
+        imdb_data.prepare(cfg, out_dir, datasets=datasets, seed=params["seed"])
+    elif step == "augment":
+        imdb_data.augment(cfg, in_dir, out_dir, datasets=datasets, seed=params["seed"])
+    else:
+        imdb_data.tokenize(cfg, in_dir, out_dir, datasets=datasets)
+    return json.loads((out_dir / "meta.json").read_text())
+
+
 @pytest.fixture
 def tiny_tokenized(tiny_params, tmp_path) -> Path:
     """A prepared + tokenized tiny IMDB in tmp_path/data; returns the tokenized folder."""
-    from pipelines.prepare import prepare
-    from pipelines.tokenize import tokenize
-
-    prepare(tiny_params, tmp_path / "data" / "prepared")
-    tokenize(tiny_params, tmp_path / "data" / "prepared", tmp_path / "data" / "tokenized")
+    imdb_step(tiny_params, "prepare", tmp_path / "data" / "prepared")
+    imdb_step(tiny_params, "tokenize", tmp_path / "data" / "tokenized", tmp_path / "data" / "prepared")
     tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "data" / "tokenized")
     return tmp_path / "data" / "tokenized"
 

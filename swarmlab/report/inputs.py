@@ -63,7 +63,11 @@ class TaskData:
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
         self.eval_plots = sorted((eval_dir / "plots").glob("*.png"))
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
-        self.data = read_json(reports / "data" / key / "metrics.json")
+        # the data stage's summary; a task built in steps (IMDB) has one per step, reports/data/<task>/<step>/
+        self.data_steps = [f.parent.name for f in sorted((reports / "data" / key).glob("*/metrics.json"))]
+        self.data = read_json(reports / "data" / key / "metrics.json") or {
+            step: read_json(reports / "data" / key / step / "metrics.json") for step in self.data_steps
+        }
         self.samples = sorted((reports / "sample" / key).rglob("*.png"))  # <task>/<run>/samples.png
         self.sample_files = sorted(
             p.relative_to(reports / "sample" / key).as_posix()

@@ -11,7 +11,6 @@ from swarmlab.document import Code, Document, Heading, Para, Table
 from swarmlab.engine.config import TrainConfig
 from swarmlab.report.baselines import EXPERIMENT
 from swarmlab.report.cells import fmt, is_number
-from swarmlab.report.inputs import read_json
 from swarmlab.report.presentation import BENCHMARKS, RUNTIME_PREFIXES
 from swarmlab.report.side import side_rows
 from swarmlab.settings import fields_with, flatten
@@ -249,19 +248,19 @@ def runtime_section(rep: Report) -> list:
 def data_section(rep: Report) -> list:
     d = Document("")
     d.add(Heading(2, "Data"))
-    aug = read_json(rep.reports / "augment" / "metrics.json")
-    if aug:
-        d.add(
-            Para("Augmentation (`reports/augment/metrics.json`, `dvc repro augment`):"),
-            Table(["count", "value"], [[k, fmt(v)] for k, v in sorted(aug.items()) if is_number(v)]),
-        )
-    shown = bool(aug)
+    shown = False
     for k in rep.keys:
-        data = rep.tasks[k].data
+        data, steps = rep.tasks[k].data, rep.tasks[k].data_steps
         if data:
             flat = {kk: v for kk, v in flatten(data).items() if is_number(v) or isinstance(v, str)}
             d.add(
-                Para(f"`{k}` (`reports/data/{k}/metrics.json`, `dvc repro data@{k}`):"),
+                Para(
+                    f"`{k}` (`reports/data/{k}/<step>/metrics.json`, a step each: "
+                    + ", ".join(f"`dvc repro {s}`" for s in steps)
+                    + "):"
+                    if steps
+                    else f"`{k}` (`reports/data/{k}/metrics.json`, `dvc repro data@{k}`):"
+                ),
                 Table(["field", "value"], [[kk, fmt(v) if is_number(v) else str(v)] for kk, v in sorted(flat.items())]),
             )
             shown = True

@@ -6,8 +6,9 @@ The rules:
 
 * the pipeline's tasks are the sections of `defaults.tasks` except those whose line says `not in dvc.yaml`
   (`toy_counting`, the template; `arxiv11`, bring your own copy): `train@` and `evaluate@` run exactly these;
-* `derive@` and `data@` build the data of exactly the pipeline tasks whose task has its own `build_data` (IMDB's
-  data comes from prepare/augment/tokenize), each task in one of the two;
+* `derive@` and `data@` build the data of exactly the pipeline tasks whose task has its own `build_data` in one step,
+  each task in one of the two; a task built in steps (`Task.data_steps`: IMDB's prepare, augment, tokenize) has a
+  stage per step, named after it, that runs the data stage for that step and writes the step's folder;
 * `sample@` runs exactly the pipeline tasks whose task has its own `sample`;
 * `frontier@` runs pipeline tasks only;
 * sweeps/dvc.yaml's `sweep@` runs exactly the tasks with a search space (`defaults.sweep.spaces`);
@@ -21,6 +22,8 @@ import re
 import pytest
 import yaml
 
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
 from tasks import task_class
 from tasks.base import Task
 from tests.conftest import REPO_ROOT
@@ -46,6 +49,12 @@ def task_of(key: str) -> type:
 
 
 PIPELINE = set(SECTIONS) - off_pipeline()
+PARAMS = load_params(profile="cpu")
+STEPPED = {  # pipeline task -> its data steps (step -> folder), empty for a task built in one step
+    key: make_task(PARAMS, key, root=REPO_ROOT).data_steps()
+    for key in PIPELINE
+    if task_of(key).build_data is not Task.build_data
+}
 
 
 def test_the_off_pipeline_tasks_are_the_documented_ones():
@@ -63,7 +72,7 @@ def test_train_and_evaluate_run_every_pipeline_task(stage):
 
 def test_derive_and_data_build_every_task_that_builds_its_own_data():
     derive, data = set(foreach(DVC, "derive")), set(foreach(DVC, "data"))
-    builders = {key for key in PIPELINE if task_of(key).build_data is not Task.build_data}
+    builders = {key for key in PIPELINE if task_of(key).build_data is not Task.build_data and not STEPPED.get(key)}
     assert not derive & data, f"tasks in both derive@ and data@: {sorted(derive & data)}"
     assert derive | data == builders, (
         f"derive@ + data@ {sorted(derive | data)} != tasks with build_data {sorted(builders)}"
@@ -73,6 +82,19 @@ def test_derive_and_data_build_every_task_that_builds_its_own_data():
         assert foreach(DVC, "derive")[key]["data"] == train[key]["data"], key
     for key in data:
         assert train[key]["data"] == f"data/{key}", key
+
+
+def test_a_task_built_in_steps_has_a_stage_per_step():
+    stepped = {key: steps for key, steps in STEPPED.items() if steps}
+    assert "imdb" in stepped, "IMDB builds its data in three steps (tasks/imdb.py)"
+    for key, steps in stepped.items():
+        for step, folder in steps.items():
+            assert step in DVC, f"{key} builds its data in the step {step!r}: dvc.yaml needs a stage {step!r}"
+            stage = DVC[step]
+            assert stage["cmd"] == f"python -m pipelines.data --task {key} --step {step}", step
+            outs = [o if isinstance(o, str) else next(iter(o)) for o in stage["outs"]]
+            assert folder.relative_to(REPO_ROOT).as_posix() in outs, (step, outs)
+            assert f"reports/data/{key}/{step}/metrics.json" in outs, (step, outs)
 
 
 def test_sample_runs_every_generative_task():

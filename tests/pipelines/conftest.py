@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from swarmlab.params import load_params
+from tests.conftest import imdb_step
 
 POSITIVE = "great wonderful superb moving brilliant delightful charming excellent".split()
 NEGATIVE = "awful boring dreadful clumsy tedious terrible dull painful".split()
@@ -103,17 +104,14 @@ def tiny_params(**sweep) -> dict:
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> Path:
     """Tokenized tiny IMDB (seq_len 64) with the test split removed: a sweep must never need it."""
-    from pipelines.prepare import prepare
-    from pipelines.tokenize import tokenize
-
     root = tmp_path_factory.mktemp("tiny_imdb")
     params = copy.deepcopy(load_params(profile="smoke"))
     params["prepare"].update(
         source=str(make_fake_imdb(root / "raw")), val_fraction=0.25, max_train=0, max_test=0, shards=1
     )
     params["tokenize"]["seq_len"] = 64
-    prepare(params, out_dir=root / "prepared")
-    tokenize(params, in_dir=root / "prepared", out_dir=root / "tokenized")
+    imdb_step(params, "prepare", root / "prepared")
+    imdb_step(params, "tokenize", root / "tokenized", root / "prepared")
     for shard in (root / "tokenized").glob("test-*.parquet"):
         shard.unlink()
     return root / "tokenized"

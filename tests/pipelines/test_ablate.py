@@ -88,6 +88,19 @@ def test_bad_grids_are_one_line_errors():
         grid_points(bad, "layers")
 
 
+def test_a_point_runs_known_stages_only(tmp_path):
+    """A grid's `stages` are generic stages or the data steps of its task (IMDB's augment grid reruns `augment`
+    and `tokenize` in the point's workspace): anything else is refused before the workspace is made."""
+    from swarmlab.ablation_runs import run_point
+
+    params = load_params(profile="smoke")
+    spec = {**params["ablations"]["augment"], "stages": ["augment", "tokenise", "train"]}
+    point = grid_points(params, "augment")[0]
+    with pytest.raises(SwarmlabError, match=r"ablations.augment.stages: \['tokenise'\] .* prepare, augment, tokenize"):
+        run_point(params, spec, point, "augment", root=tmp_path, tracking=False)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     """A smoke-sized grid (2 points of toy_counting, seconds each), tracked in MLflow, then the report's table."""

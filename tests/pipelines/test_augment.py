@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.augment import augment
-from swarmlab.text.augmentation import augment_train, init_worker, pick, plan_combos, with_provenance
+from swarmlab.sections import section
+from tasks.augmentation.pool import augment_train, init_worker, pick, plan_combos, with_provenance
+from tasks.imdb_data import augment
 from swarmlab.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
 from swarmlab.params import load_params
@@ -23,6 +24,7 @@ from swarmlab.paths import PARAMS_FILE, datasets_dir
 from tasks.augmentation.lexicon import NEGATIONS, NUMBER_WORDS, STOP_WORDS, is_skipped
 from tasks.augmentation.strategies import WORD_RE
 from tasks.imdb_sources import SCHEMA
+from tests.conftest import imdb_step
 
 NLTK_DIR = datasets_dir(load_params()) / "nltk_data"
 slow = pytest.mark.slow
@@ -94,6 +96,13 @@ def stage_params(**augment) -> dict:
     params = load_params(profile="smoke")
     params["augment"].update(augment)
     return params
+
+
+def run_augment(params: dict, prepared: Path, out_dir: Path) -> tuple[dict, dict]:
+    """The augment step as the data stage runs it (into a new folder): its ``meta.json`` and its summary."""
+    out_dir.mkdir()
+    summary = augment(section(params, "augment"), prepared, out_dir, datasets=datasets_dir(params), seed=params["seed"])
+    return json.loads((out_dir / "meta.json").read_text()), summary
 
 
 def read_split(folder: Path, split: str) -> pa.Table:
@@ -411,12 +420,10 @@ def test_disabled_copies_train_through():
 @slow
 @pytest.mark.parametrize("enabled", [True, False])
 def test_stage_end_to_end(resources, tmp_path, enabled):
-    from pipelines.tokenize import tokenize
-
     prepared = write_prepared(tmp_path / "prepared")
     params = stage_params(enabled=enabled)
-    meta = augment(params, prepared, tmp_path / "a1", tmp_path / "metrics.json")
-    augment(params, prepared, tmp_path / "a2", None)
+    meta, metrics = run_augment(params, prepared, tmp_path / "a1")
+    run_augment(params, prepared, tmp_path / "a2")
     # same seed -> byte-identical shards; val/test shards are the prepared files byte for byte
     for split in ("train", "val", "test"):
         for shard in meta["splits"][split]["shards"]:
@@ -427,13 +434,12 @@ def test_stage_end_to_end(resources, tmp_path, enabled):
     assert train.num_rows == meta["splits"]["train"]["rows"]
     sources = Counter(train.column("source").to_pylist())
     assert sources["original"] == 40 and (sum(sources.values()) > 40) is enabled
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["train_rows"] == train.num_rows and metrics["combo_rows"] == sources["combo"]
     # the tokenize stage reads the augmented layout as it read the prepared one
-    tok = tokenize(params, tmp_path / "a1", tmp_path / "tokenized")
+    tok = imdb_step(params, "tokenize", tmp_path / "tokenized", tmp_path / "a1")
     assert tok["splits"]["train"]["rows"] == train.num_rows and tok["splits"]["val"]["rows"] == 10
     # a different seed changes the augmented rows, never the originals
-    other = augment({**params, "seed": params["seed"] + 1}, prepared, tmp_path / "a3", None)
+    other, _ = run_augment({**params, "seed": params["seed"] + 1}, prepared, tmp_path / "a3")
     train3 = read_split(tmp_path / "a3", "train")
     orig = lambda t: sorted(r["text"] for r in t.to_pylist() if r["source"] == "original")  # noqa: E731
     assert orig(train3) == orig(train) and other["splits"]["train"]["by_source"]["original"] == 40
@@ -443,4 +449,4 @@ def test_stage_end_to_end(resources, tmp_path, enabled):
 
 def test_stage_without_prepare_says_so(tmp_path):
     with pytest.raises(SwarmlabError, match="prepare"):
-        augment(stage_params(), tmp_path / "nothing", tmp_path / "out", None)
+        run_augment(stage_params(), tmp_path / "nothing", tmp_path / "out")

@@ -90,11 +90,15 @@ def test_a_model_of_another_kind_is_refused_naming_the_section():
         build_model("swarm", task, {})
 
 
-def test_the_data_stage_refuses_a_task_with_stages_of_its_own(tmp_path):
+def test_the_data_stage_refuses_a_task_that_builds_no_data(tmp_path):
     from pipelines.data import build
 
-    with pytest.raises(SwarmlabError, match="has no data@ stage"):
-        build(params_with(), "imdb", report_root=tmp_path)
+    params = params_with()
+    with pytest.raises(SwarmlabError, match="'toy_counting' .* has no data stage: it builds no data of its own"):
+        build(params, "toy_counting", report_root=tmp_path)
+    with pytest.raises(SwarmlabError, match="--step prepare: task 'clustering_mog' builds its data in one step"):
+        build(params, "clustering_mog", step="prepare", report_root=tmp_path)
+    assert not list(tmp_path.iterdir())
 
 
 def test_model_overrides_may_hold_fields_for_one_model_only():

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from swarmlab.text.encoding import encode_texts, is_plain_ascii
+from tasks.tokenization import encode_texts, is_plain_ascii
 from tasks.text_data import TokenizedTextDataset
 from tasks.tokenization import BERT_UNCASED_VOCAB_SHA256, build_wordpiece, vocab_sha256
 from tests.conftest import SHARED_DATASETS

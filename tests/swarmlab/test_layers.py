@@ -35,7 +35,6 @@ ABOVE_TASKS_PACKAGES = (
     "swarmlab.evaluation",
     "swarmlab.schedule",
     "swarmlab.sweep",
-    "swarmlab.text",
     "swarmlab.training",
 )
 

@@ -1,9 +1,12 @@
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from swarmlab.errors import SwarmlabError
-from pipelines.prepare import prepare, split_tables
+from pipelines.data import build
+from tasks.imdb_data import split_tables
 from tasks.imdb_sources import read_imdb
 from tests.conftest import acl_members, write_acl_folder, write_acl_tarball, write_parquet_folder
 
@@ -98,9 +101,16 @@ def test_split_is_stratified_seeded_and_keeps_test_whole(tmp_path):
 
 
 def test_prepare_writes_shards_and_meta(tiny_params, tmp_path):
-    meta = prepare(tiny_params, tmp_path / "prepared")
+    """Through the data stage, as `dvc repro prepare` runs it: the folder beside the task's data folder, and the
+    step's summary in reports/data/imdb/prepare/."""
+    tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "tokenized")
+    summary = build(tiny_params, "imdb", step="prepare", report_root=tmp_path / "reports")
+    meta = json.loads((tmp_path / "prepared" / "meta.json").read_text())
     assert meta["splits"]["train"]["rows"] == 32 and meta["splits"]["val"]["rows"] == 8
     assert meta["splits"]["test"]["rows"] == 40
+    assert summary == {"train_rows": 32, "val_rows": 8, "test_rows": 40}
+    assert json.loads((tmp_path / "reports" / "data" / "imdb" / "prepare" / "metrics.json").read_text()) == summary
+    assert not (tmp_path / "tokenized").exists()  # one step only
     assert sorted(p.name for p in (tmp_path / "prepared").iterdir()) == [
         "meta.json",
         "test-000.parquet",
@@ -114,6 +124,39 @@ def test_prepare_writes_shards_and_meta(tiny_params, tmp_path):
 
 def test_prepare_failure_leaves_no_output(tiny_params, tmp_path):
     tiny_params["prepare"]["val_fraction"] = 1.5
+    tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "work" / "tokenized")
     with pytest.raises(SwarmlabError, match="prepare.val_fraction must be > 0 and < 1, got 1.5"):
-        prepare(tiny_params, tmp_path / "prepared")
-    assert list(tmp_path.glob("*prepared*")) == []
+        build(tiny_params, "imdb", report_root=tmp_path / "work" / "reports")  # every step's settings before any folder
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_data_stage_names_the_steps(tiny_params, tmp_path):
+    tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / "work" / "tokenized")
+    with pytest.raises(
+        SwarmlabError, match="--step tokenise: task 'imdb' builds its data in the steps prepare, augment, tokenize"
+    ):
+        build(tiny_params, "imdb", step="tokenise", report_root=tmp_path / "work" / "reports")
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_steps_in_order_match_the_steps_one_by_one(tiny_params, tmp_path):
+    """`python -m pipelines.data --task imdb` (every step in order) writes what `dvc repro` (one stage per step)
+    writes; the augment step off copies the prepared train split through, so no NLTK data is read."""
+    tiny_params["augment"] = {"enabled": False}
+    data_dir = {}
+    for name in ("all", "steps"):
+        tiny_params["tasks"]["imdb"]["options"]["data_dir"] = str(tmp_path / name / "tokenized")
+        data_dir[name] = tmp_path / name
+        if name == "all":
+            build(tiny_params, "imdb", report_root=tmp_path / name / "reports")
+        for step in ("prepare", "augment", "tokenize") if name == "steps" else ():
+            build(tiny_params, "imdb", step=step, report_root=tmp_path / name / "reports")
+    for folder in ("prepared", "augmented", "tokenized"):
+        files = sorted(p.name for p in (data_dir["all"] / folder).iterdir())
+        assert files == sorted(p.name for p in (data_dir["steps"] / folder).iterdir()) and "meta.json" in files
+        for f in files:
+            a, b = ((data_dir[n] / folder / f).read_bytes() for n in ("all", "steps"))
+            if f != "meta.json":  # meta.json names its source folder
+                assert a == b, f"{folder}/{f}"
+    for step in ("prepare", "augment", "tokenize"):
+        assert (data_dir["all"] / "reports" / "data" / "imdb" / step / "metrics.json").is_file()

@@ -1,4 +1,4 @@
-"""The augment stage's machinery (pipelines/augment.py): which reviews each strategy picks, the worker pool, and
+"""The augment step's machinery (``tasks/imdb_data.py``): which reviews each strategy picks, the worker pool, and
 ``augment_train``, the augmented training table as a pure function of its inputs.
 
 Per-review randomness is seeded from (seed, uid), so the output does not depend on the number of workers.
@@ -15,9 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from swarmlab.progress import progress
-from swarmlab.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
-from tasks.augmentation import (
+from tasks.augmentation import (  # the package's public names (strategies, lexicon)
     CONNECTIVES,
     combine_reviews,
     load_resources,
@@ -44,7 +43,7 @@ def pick(uids: list[str], fraction: float, seed: int, tag: str) -> list[int]:
     return sorted(ranked[:k])
 
 
-def plan_combos(uids: list[str], labels: list[int], cfg: AugmentConfig, seed: int) -> list[tuple[list[str], list[str]]]:
+def plan_combos(uids: list[str], labels: list[int], cfg, seed: int) -> list[tuple[list[str], list[str]]]:
     """``(parent uids, connectives)`` per combo row: an anchor drawn uniformly (so labels follow the split's
     balance), then ``combo_min..combo_max - 1`` other distinct reviews of its label."""
     n = round(cfg.combo_fraction * len(uids))
@@ -139,11 +138,12 @@ def with_provenance(table: pa.Table) -> pa.Table:
     )
 
 
-def augment_train(table: pa.Table, cfg: AugmentConfig, *, seed: int, nltk_dir: Path | None) -> tuple[pa.Table, dict]:
+def augment_train(table: pa.Table, cfg, *, seed: int, nltk_dir: Path | None) -> tuple[pa.Table, dict]:
     """The augmented training table (originals first, then new rows; seeded row order) and its statistics.
 
-    ``table`` has the prepared columns (uid, text, label, rating, review_id). Pure: the same inputs give the
-    same table whatever ``cfg.workers`` is.
+    ``table`` has the prepared columns (uid, text, label, rating, review_id); ``cfg`` is the checked ``augment:``
+    section (``swarmlab.sections.AugmentConfig``). Pure: the same inputs give the same table whatever
+    ``cfg.workers`` is.
     """
     base = with_provenance(table)
     stats = {s: {"selected": 0, "written": 0, "skipped": 0, "rejected": 0} for s in STRATEGIES}

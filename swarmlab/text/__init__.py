@@ -1,1 +1,0 @@
-"""Text data preparation: augmenting the IMDB splits and encoding them into token ids."""
