@@ -9,7 +9,8 @@ import json
 import pytest
 
 from swarmlab.params import load_params
-from pipelines.frontier import _parse_params, frontier, frontier_flags
+from pipelines.frontier import frontier
+from swarmlab.frontier import frontier_flags, parse_params
 from swarmlab.errors import SwarmlabError
 
 
@@ -24,7 +25,7 @@ def test_frontier_keeps_points_no_smaller_model_of_the_family_beats():
 
 
 def test_sweep_params_column_parses_to_values():
-    assert _parse_params("dim_hidden=32 lr=0.0100 layer_norm=True head=pma") == {
+    assert parse_params("dim_hidden=32 lr=0.0100 layer_norm=True head=pma") == {
         "dim_hidden": 32,
         "lr": 0.01,
         "layer_norm": True,

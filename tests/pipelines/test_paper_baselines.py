@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.paper_baselines import log_baselines, run_stage
+from pipelines.paper_baselines import run_stage
+from swarmlab.report.baseline_runs import log_baselines
 from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT

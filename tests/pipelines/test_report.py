@@ -110,7 +110,8 @@ def tiny_store(uri: str) -> str:
     from mlflow.tracking import MlflowClient
 
     from swarmlab.tracking import MlflowTracker
-    from pipelines.paper_baselines import load_baselines, log_baselines
+    from swarmlab.report.baseline_runs import log_baselines
+    from swarmlab.report.baselines import load_baselines
 
     sources, entries = load_baselines()
     log_baselines(sources, entries[:2], uri)

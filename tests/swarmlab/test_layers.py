@@ -22,6 +22,7 @@ from tests.conftest import REPO_ROOT
 
 # The swarmlab modules that turn params into runs and so sit above the task contract and the model registry.
 ABOVE_TASKS = {
+    "swarmlab.frontier",  # builds models to name their architecture codes
     "swarmlab.memory_scaling",
     "swarmlab.params",  # checks task names through swarmlab.sections
     "swarmlab.run_config",
