@@ -147,6 +147,14 @@ def tiny_params(imdb_parquet) -> dict:
     return params
 
 
+IMDB_STEPS = ("prepare", "augment", "tokenize")  # IMDB's data steps: dvc.yaml stages that run the data stage
+
+
+def stage_module(stage: str) -> list[str]:
+    """``pipelines.<stage>``, or the data stage's module and flags for one of IMDB's data steps, as dvc.yaml runs it."""
+    return ["pipelines.data", "--task", "imdb", "--step", stage] if stage in IMDB_STEPS else [f"pipelines.{stage}"]
+
+
 def imdb_step(params: dict, step: str, out_dir: Path, in_dir: Path | None = None) -> dict:
     """One of IMDB's data steps (tasks/imdb_data.py) with its settings from ``params``, from ``in_dir`` (the folder
     of the step before) into a new ``out_dir``; returns the ``meta.json`` it wrote. The tests skip ``augment`` where

@@ -26,7 +26,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO_ROOT, SHARED_DATASETS, held_before_swap, write_parquet_folder
+from tests.conftest import REPO_ROOT, SHARED_DATASETS, held_before_swap, stage_module, write_parquet_folder
 
 pytestmark = pytest.mark.slow  # ~60 Python processes
 
@@ -65,7 +65,7 @@ def run(stage: str, root: Path, params, *args, env=None, profile=True, timeout=3
     cmd = [
         sys.executable,
         "-m",
-        f"pipelines.{stage}",
+        *stage_module(stage),
         "--params",
         str(path),
         *(["--profile", "t"] if profile else []),
@@ -640,7 +640,7 @@ def test_kill_9_in_mid_write_then_a_rerun_succeeds_with_nothing_left(good, tmp_p
     path = work / "case.yaml"
     path.write_text(yaml.safe_dump(params))
     proc = subprocess.Popen(
-        held_before_swap(f"pipelines.{stage}", "--params", str(path), "--profile", "t", *args),
+        held_before_swap(*stage_module(stage), "--params", str(path), "--profile", "t", *args),
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, SHARED_DATASETS, acl_members, write_acl_folder, write_parquet_folder
+from tests.conftest import (
+    REPO_ROOT,
+    SHARED_DATASETS,
+    acl_members,
+    stage_module,
+    write_acl_folder,
+    write_parquet_folder,
+)
 
 pytestmark = pytest.mark.slow  # each case starts Python processes
 
@@ -19,7 +26,7 @@ def run_stage(stage, workdir: Path, params: dict, *extra):
     env = {**os.environ, "SWARMLAB_WORKDIR": str(workdir), "OMP_NUM_THREADS": "1"}
     env.pop("SWARMLAB_DATASETS", None)
     return subprocess.run(
-        [sys.executable, "-m", f"pipelines.{stage}", "--params", str(path), "--profile", "t", *extra],
+        [sys.executable, "-m", *stage_module(stage), "--params", str(path), "--profile", "t", *extra],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
