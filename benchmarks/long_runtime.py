@@ -10,7 +10,7 @@ Models are compared at *matching width and depth* (printed with the table):
     Models: hsw_small, longformer, transformer (full attention, SDPA), swarmformer_small_padaware,
     swarmformer_enhanced_small. SwarmFormer keeps its own layer structure (T_local = 3 local steps, cluster size
     8) and the encoder baselines their MLP ratio 4; every model keeps its own dropout.
-  * group ``seed``, matched to ``hsw`` (the seed's sizes): D = 96, 12 blocks, 3 heads of 32: hsw and longformer
+  * group ``seed``, matched to ``hsw_base`` (the seed's sizes; its rows say ``hsw``): D = 96, 12 blocks, 3 heads of 32: hsw and longformer
     (``--seed-all`` adds the other three; full attention then takes minutes per step at 4k).
   * paper-style (``--paper small`` by default): also Longformer at HSW's *final* width and the same depth
     (512 x 5 for hsw_small; 768 x 12 for hsw with ``--paper small seed``), the kind of comparison the paper
@@ -62,14 +62,14 @@ class Spec:
 
 def group_specs(group: str, seed_all: bool, paper: bool) -> list[Spec]:
     if group == "small":
-        D, layers, heads, hsw = 64, 5, 2, "hsw_small"
+        D, layers, heads, label, hsw = 64, 5, 2, "hsw_small", "hsw_small"
         final = ("Longformer 512x5", 512, 16)
     else:
-        D, layers, heads, hsw = 96, 12, 3, "hsw"
+        D, layers, heads, label, hsw = 96, 12, 3, "hsw", "hsw_base"  # the row keeps the paper's name
         final = ("Longformer 768x12", 768, 24)
     enc = dict(d_model=D, num_layers=layers, num_heads=heads)
     specs = [
-        Spec(hsw, hsw, {}, f"C={D}, {layers} blocks, W=128"),
+        Spec(label, hsw, {}, f"C={D}, {layers} blocks, W=128"),
         Spec(
             "Longformer",
             "longformer",
@@ -225,7 +225,7 @@ def main() -> None:
         for n in args.tokens:
             todo = [s for s in specs if not s.only_longest or n == max(args.tokens)]
             points += run_group(todo, n, batch=args.batch, rounds=args.rounds, budget=args.point_budget, device=device)
-        matched = "hsw_small" if group == "small" else "hsw"
+        matched = "hsw_small" if group == "small" else "hsw_base"
         print(f"## group {group}: matched to {matched}")
         print(table(points, specs) + "\n")
         longest = max(args.tokens)

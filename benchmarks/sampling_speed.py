@@ -6,7 +6,7 @@ the sub-pixel, so it is timed on the first ``--naive-pixels`` sub-pixels and ext
 H*W*C of them (the output says so). Both use the same seeded torch.Generator, so the sub-pixels the naive
 run drew must equal the incremental sample's first ones; the script checks that.
 
-    python benchmarks/sampling_speed.py [--model swarm_transformer] [--naive-pixels 4] [--threads 1]
+    python benchmarks/sampling_speed.py [--model swarm_transformer_base] [--naive-pixels 4] [--threads 1]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--model",
-        default="swarm_transformer",
-        help="registered image model (default swarm_transformer, the seed's sizes; "
+        default="swarm_transformer_base",
+        help="registered image model (default swarm_transformer_base, the seed's sizes; "
         "swarm_transformer_small for a tighter CPU budget)",
     )
     ap.add_argument("--naive-pixels", type=int, default=4, help="sub-pixels the naive sampler is timed on")

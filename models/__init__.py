@@ -8,7 +8,7 @@ checks every model so tagged.
 """
 
 from models import (  # noqa: F401  (baselines)  # noqa: F401  (kind="set" baselines of seed 003)
-    hsw,  # noqa: F401  (registers hsw, hsw_small)
+    hsw,  # noqa: F401  (registers hsw_base, hsw_small)
     linear_transformer,
     longformer,
     set_linear,

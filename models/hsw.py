@@ -276,7 +276,7 @@ class HSW(NumParamsMixin, nn.Module):
 
 
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
-def hsw(**overrides) -> HSW:
+def hsw_base(**overrides) -> HSW:
     """The seed's sizes: C=96 (widths 96/192/384/768), depths 2/2/6/2, heads 3/6/12/24, W=128, L=4096,
     byte vocabulary, 11 classes (27,807,521 parameters)."""
     return HSW(build_config(HSWConfig, {}, overrides))

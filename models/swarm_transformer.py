@@ -12,7 +12,7 @@ position l's own input carries pixel l - 1). Where §4.3 is vague, the authors' 
 README decide:
   * widths: §4.3 names 256-dim positional features and embeddings; their script ties the embedding width
     to the hidden width (n_in = n_hidden), and the README trains MNIST / Fashion-MNIST with
-    ``-n_layers 1 -n_hidden 256 -n_iter 10``: the ``swarm_transformer`` defaults;
+    ``-n_layers 1 -n_hidden 256 -n_iter 10``: the ``swarm_transformer_base`` defaults;
   * the fixed position features are theirs (``tools.create_location_features_2d``), not Vaswani's:
     dim/4 frequencies f log-spaced from 1 to max(H, W)/2, and per frequency
     [sin(2 pi f x / W), sin(2 pi f y / W), cos(2 pi f x / W), cos(2 pi f y / W)] at pixel (y, x) (both
@@ -268,7 +268,7 @@ class _eval_mode:
 
 
 @register_model(kind="image", tags=("swarm",))
-def swarm_transformer(**overrides) -> SwarmTransformer:
+def swarm_transformer_base(**overrides) -> SwarmTransformer:
     """Seed 003 §4.3 / README MNIST: embeddings 256, 1 causal SWARM layer, 256 hidden, 10 iterations."""
     return SwarmTransformer(build_config(SwarmTransformerConfig, {}, overrides))
 

@@ -1,6 +1,6 @@
 """HSW: patch merging and its mask, stage lengths, padding invariance at 4096 tokens, configuration errors.
 
-Forward / backward / gradient and short-sequence padding checks of every registered model (hsw, hsw_small
+Forward / backward / gradient and short-sequence padding checks of every registered model (hsw_base, hsw_small
 included) are in tests/models/test_model_zoo.py.
 """
 
@@ -38,7 +38,7 @@ def test_patch_merging_shapes_and_mask_propagation():
 
 
 def test_seed_sizes_and_4096_tokens_become_64():
-    cfg = models.create_model("hsw").cfg
+    cfg = models.create_model("hsw_base").cfg
     assert (cfg.stage_dims, cfg.depths, cfg.heads, cfg.window, cfg.seq_len) == (
         [96, 192, 384, 768],
         (2, 2, 6, 2),
@@ -46,7 +46,7 @@ def test_seed_sizes_and_4096_tokens_become_64():
         128,
         4096,
     )
-    model = models.create_model("hsw", **{**TINY_WIDTH, "heads": (1, 1, 1, 1)}).eval()
+    model = models.create_model("hsw_base", **{**TINY_WIDTH, "heads": (1, 1, 1, 1)}).eval()
     x = model.patch_embed(model.tok_emb(torch.randint(0, 50, (1, 4096))))
     mask = torch.ones(1, 4096, dtype=torch.bool)
     for stage in model.stages[:3]:
@@ -105,7 +105,7 @@ def test_bad_configs_fail_with_a_clear_message(bad, match):
 
 def test_unknown_option_names_the_valid_ones():
     with pytest.raises(TypeError, match="unknown HSWConfig option"):
-        models.create_model("hsw", num_layers=3)
+        models.create_model("hsw_base", num_layers=3)
 
 
 def test_lists_from_params_yaml_become_tuples():

@@ -34,7 +34,7 @@ TINY = dict(
 )
 TINY_EXTRA: dict[str, dict] = {  # name -> extra or replacing overrides, for constraints TINY does not meet
     # HSW has per-stage depths and heads and a window of W tokens: 2 stages of 2 blocks (plain + shifted)
-    **{name: dict(depths=(2, 2), heads=(2, 2), window=8, embed_dim=16) for name in ("hsw", "hsw_small")},
+    **{name: dict(depths=(2, 2), heads=(2, 2), window=8, embed_dim=16) for name in ("hsw_base", "hsw_small")},
 }
 PAD = 0
 
@@ -135,3 +135,16 @@ def test_tiny_overrides_keep_only_the_keys_a_model_accepts():
     assert sf["cluster_size"] == 4 and "num_heads" not in sf and "window_one_sided" not in sf
     lf = tiny_overrides("longformer")
     assert lf["window_one_sided"] == 4 and "cluster_size" not in lf
+
+
+def test_an_architecture_in_several_sizes_names_every_size():
+    """`<arch>_<size>` wherever an architecture is registered in more than one size (swarmformer_small and _base,
+    hsw_small and _base, swarm_transformer_small and _base): a bare name never sits beside its sized siblings.
+    One-size baselines (transformer, longformer, swarm, lstm, ...) keep their names."""
+    names = set(models.list_models())
+    for name in sorted(names):
+        for size in ("small", "base"):
+            if name.endswith(f"_{size}"):
+                arch = name.removesuffix(f"_{size}")
+                assert arch not in names, f"{arch!r} is registered beside {name!r}: name it {arch}_<size>"
+                assert f"{arch}_small" in names and f"{arch}_base" in names, f"{name!r} has no sibling size"

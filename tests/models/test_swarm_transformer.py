@@ -16,7 +16,7 @@ SIZES = [(1, 4, 4), (3, 3, 3)]
 
 def tiny(image_size, **kw):
     torch.manual_seed(0)
-    model = models.create_model("swarm_transformer", image_size=image_size, dim=8, dim_hidden=8, n_iter=3, **kw)
+    model = models.create_model("swarm_transformer_base", image_size=image_size, dim=8, dim_hidden=8, n_iter=3, **kw)
     if model.channel_embedding is not None:  # starts at 0 (as the authors'); make the channels differ
         torch.nn.init.normal_(model.channel_embedding)
     return model.eval()
@@ -27,13 +27,13 @@ def pixels(B, size, seed):
 
 
 def test_registered_defaults():
-    assert {"swarm_transformer", "swarm_transformer_small"} <= set(models.list_models(kind="image"))
-    cfg = models.create_model("swarm_transformer").cfg
+    assert {"swarm_transformer_base", "swarm_transformer_small"} <= set(models.list_models(kind="image"))
+    cfg = models.create_model("swarm_transformer_base").cfg
     assert (cfg.image_size, cfg.dim, cfg.dim_hidden, cfg.n_iter, cfg.num_layers) == ((1, 28, 28), 256, 256, 10, 1)
     small = models.create_model("swarm_transformer_small").cfg
     assert (small.dim, small.dim_hidden, small.n_iter) == (64, 64, 4)
     with pytest.raises(ValueError, match="multiple of 4"):
-        models.create_model("swarm_transformer", dim=30)
+        models.create_model("swarm_transformer_base", dim=30)
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -147,7 +147,7 @@ def test_data_stage_on_a_generated_idx_folder(tmp_path, monkeypatch, key, approx
 
     task = ImageGenerationTask(params["tasks"][key]["options"])
     assert task.model_kwargs() == {"image_size": (1, 6, 5), "num_classes": 10}
-    model = models.create_model("swarm_transformer", **task.model_kwargs(), dim=8, dim_hidden=8, n_iter=2)
+    model = models.create_model("swarm_transformer_base", **task.model_kwargs(), dim=8, dim_hidden=8, n_iter=2)
     batch = task.train_data(model.cfg).get_batch(torch.tensor([0, 3]))
     assert batch["pixels"].dtype == torch.long and batch["pixels"].shape == (2, 1, 6, 5)
     assert (
@@ -208,7 +208,7 @@ def trained_brightness_model(tmp_path_factory):
     (root / "data" / "mnist").mkdir(parents=True)
     task.build_data(root / "data" / "mnist", datasets=source.parent, seed=0)
     torch.manual_seed(0)
-    model = models.create_model("swarm_transformer", **task.model_kwargs(), dim=16, dim_hidden=16, n_iter=2)
+    model = models.create_model("swarm_transformer_base", **task.model_kwargs(), dim=16, dim_hidden=16, n_iter=2)
     cfg = TrainConfig(
         batch_size=50,
         lr=2e-2,
@@ -257,22 +257,22 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
     task, model, params = trained_brightness_model
     params = copy.deepcopy(params)
     params["tasks"]["mnist"].update(
-        models=["swarm_transformer"], model_overrides={"dim": 16, "dim_hidden": 16, "n_iter": 2}
+        models=["swarm_transformer_base"], model_overrides={"dim": 16, "dim_hidden": 16, "n_iter": 2}
     )
     train_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
-    with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer-seed0 on mnist first"):
+    with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer_base-seed0 on mnist first"):
         sample(params, "mnist", train_root=train_root, report_root=reports)
     assert not (reports / "sample" / "mnist").exists()
-    (train_root / "mnist" / "swarm_transformer-seed0").mkdir(parents=True)
-    torch.save(model.state_dict(), train_root / "mnist" / "swarm_transformer-seed0" / "best.pt")
+    (train_root / "mnist" / "swarm_transformer_base-seed0").mkdir(parents=True)
+    torch.save(model.state_dict(), train_root / "mnist" / "swarm_transformer_base-seed0" / "best.pt")
     params["sample"].update(num_samples=10)
     summary = sample(params, "mnist", train_root=train_root, report_root=reports)
     folder = reports / "sample" / "mnist"
-    assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer-seed0"]
-    assert {p.name for p in (folder / "swarm_transformer-seed0").iterdir()} == {"samples.png", "samples.npz"}
+    assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer_base-seed0"]
+    assert {p.name for p in (folder / "swarm_transformer_base-seed0").iterdir()} == {"samples.png", "samples.npz"}
     assert (
         json.loads((folder / "summary.json").read_text()) == summary
-        and summary["swarm_transformer-seed0"]["samples"] == 10
+        and summary["swarm_transformer_base-seed0"]["samples"] == 10
     )
 
 
