@@ -11,6 +11,7 @@ of ``scripts/repro.sh``) without recomputing it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from swarmlab.stage_cli import params_from, stage_parser
@@ -37,8 +38,6 @@ def summary(params: dict, reports: Path = REPORTS_DIR) -> dict:
 
 
 def show(reports: Path = REPORTS_DIR) -> str:
-    import json
-
     path = Path(reports) / SUMMARY_FILE
     if not path.is_file():
         raise SwarmlabError(f"{path} is missing: run `dvc repro summary` (or python -m pipelines.summary)")

@@ -7,7 +7,9 @@ folders), it imports ``models`` and the engine.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
+import typing
 from pathlib import Path
 
 from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
@@ -22,7 +24,6 @@ ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name no
 def split_per_model(raw: dict, where: str) -> tuple[dict, dict]:
     """Split a section into its plain entries and its per-model mappings (keyed by a registered model's name or a
     glob over names); a mapping whose key names or matches no registered model is a one-line error."""
-    import difflib
 
     import models
 
@@ -71,7 +72,6 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     As in ``model_overrides``, a mapping in ``tasks.<task>.train`` holds one model's (or a glob's) own settings,
     applied on top for that ``model``: ``{lr: 5e-4, hsw*: {lr: 2e-4}}``.
     """
-    import typing
 
     from swarmlab.sections import seed, source_of
     from swarmlab.settings import check_value

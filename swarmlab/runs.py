@@ -21,6 +21,7 @@ params.yaml holds one section per task::
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
@@ -97,7 +98,6 @@ def write_skipped(
 ) -> dict:
     """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
     why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
-    import json
 
     from swarmlab.io import atomic_write_text
 

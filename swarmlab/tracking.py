@@ -6,8 +6,14 @@ so a sweep's trial processes can each hold their own run, nested under a parent 
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import socket
+import subprocess
+import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 from swarmlab.paths import tracking_uri
 from swarmlab.errors import SwarmlabError
@@ -23,9 +29,6 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
     minutes), a sqlite store's folder must be writable, and a URI without a scheme (MLflow would take it for the
     deprecated file store) or with an unknown one is refused.
     """
-    import os
-    import socket
-    from urllib.parse import urlparse
 
     uri = uri or tracking_uri()
     parsed = urlparse(uri)
@@ -87,15 +90,12 @@ MAX_NAME = 250
 
 
 def _value(v) -> str:
-    import json
-
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
 def params_overrides(params_file: Path, rev: str) -> str | None:
     """``key=value`` for every leaf of ``params_file`` that differs from its version at git ``rev`` (``~key`` for one
     removed), space-separated, outside ``NOT_SETTINGS``; None when git cannot tell (no repository, file not tracked)."""
-    import subprocess
 
     import yaml
 
@@ -123,8 +123,6 @@ def run_context(params: dict) -> dict:
     """Tags saying where a run comes from: ``dvc_exp_name``, ``dvc_exp_baseline_rev``, ``dvc_stage`` (DVC's variables,
     each only when DVC set it) and ``params_overrides`` (see above; absent when git cannot tell). A Ray worker reads its driver's
     (``$SWARMLAB_RUN_CONTEXT``)."""
-    import json
-    import os
 
     if os.environ.get(CONTEXT_ENV):
         return json.loads(os.environ[CONTEXT_ENV])
@@ -234,8 +232,6 @@ class MlflowTracker:
             self.client.log_batch(self.run_id, params=new[i : i + 100])
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        import time
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)

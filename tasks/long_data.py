@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -183,7 +184,6 @@ def listops_acceptance(
     """(accepted, drawn): a pilot of at most ``draws`` trees (at most ``seconds``) from a generator of its own, each
     abandoned once it passes ``max_length`` tokens (rejected either way), so the pilot costs at most
     draws x max_length tokens. It estimates the share of tries ``generate_listops`` keeps."""
-    import time
 
     rng, accepted, t0 = random.Random(seed), 0, time.monotonic()
     for drawn in range(1, draws + 1):  # noqa: B007 (returned: how many were drawn before the deadline)
