@@ -29,6 +29,7 @@ from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.stage_cli import params_from, stage_parser
+from tasks import task_class
 
 
 def ablate(
@@ -54,7 +55,6 @@ def ablate(
     out_dir = (report_root or REPORTS_DIR) / "ablations" / grid
     root = (out_root or OUTPUTS_DIR / "ablations") / grid
     results_file = out_dir / "results.json"
-    from tasks import task_class
 
     cls = task_class((params["tasks"][spec["task"]] or {}).get("task") or spec["task"])
     previous = json.loads(results_file.read_text()) if resume and results_file.is_file() else {}

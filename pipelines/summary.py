@@ -18,13 +18,13 @@ from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.report.summary import render, summarize, write_summary
+from tasks import task_class
 
 SUMMARY_FILE = "summary.json"
 
 
 def monitors(params: dict) -> dict[str, str]:
     """Task key -> its validation metric (the registered task's ``monitor``), for every task section."""
-    from tasks import task_class
 
     sections = params.get("tasks") or {}
     return {key: task_class((section or {}).get("task") or key).monitor for key, section in sections.items()}

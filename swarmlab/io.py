@@ -80,7 +80,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def read_parquet_checked(path: Path, columns: list[str] | None = None):
     """``pq.read_table`` with a one-line error naming the damaged or missing file."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # pyarrow, numpy: only the parquet helpers need them; every stage imports swarmlab.io
 
     if not Path(path).is_file():
         raise SwarmlabError(f"{path} is missing: run the stage that writes it first (dvc repro)")
@@ -95,7 +95,7 @@ def read_parquet_checked(path: Path, columns: list[str] | None = None):
 
 def write_shards(table, folder: Path, split: str, shards: int) -> list[str]:
     """Write ``table`` as ``<split>-NNN.parquet`` (zstd) in ``shards`` near-equal parts; returns the names."""
-    import numpy as np
+    import numpy as np  # pyarrow, numpy: only the parquet helpers need them; every stage imports swarmlab.io
     import pyarrow.parquet as pq
 
     names = []

@@ -32,7 +32,7 @@ def describe_cpu() -> str:
 
 def describe_machine() -> str:
     """The CPU, torch's version, its CPU capability and its intra-op thread count."""
-    import torch
+    import torch  # torch: heavy; a stage that never builds a model describes the CPU without it
 
     try:
         capability = torch.backends.cpu.get_cpu_capability()

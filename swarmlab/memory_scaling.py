@@ -127,7 +127,7 @@ def predicted_quadratic_bytes(model, batch_size: int, tokens: int) -> int | None
     if callable(own):
         return own(batch_size, tokens)
     cfg = model.cfg
-    from models.swarmformer import SwarmFormer
+    from models.swarmformer import SwarmFormer  # torch: heavy, and only the path that builds models needs it
 
     if isinstance(model, SwarmFormer) and not getattr(cfg, "fast", False):
         clusters = tokens // cfg.cluster_size
@@ -137,7 +137,7 @@ def predicted_quadratic_bytes(model, batch_size: int, tokens: int) -> int | None
 
 def measure_point(payload: dict) -> dict:
     """One (model, N) point, in this process; see the module docstring for what is measured."""
-    import torch
+    import torch  # torch: heavy, and only the path that builds models needs it
 
     import models
 
@@ -353,7 +353,7 @@ def baseline_comparison(points: list[dict], goals: dict, tokens: int) -> dict:
 
 def validate(cfg: dict) -> list[ModelSpec]:
     """Fail before measuring anything: unknown models, bad overrides, lengths a model cannot take."""
-    import models
+    import models  # torch: heavy, and only the path that builds models needs it
 
     specs = [ModelSpec.parse(s) for s in cfg["models"]]
     registered = set(models.list_models(kind="text"))
@@ -384,7 +384,7 @@ def validate(cfg: dict) -> list[ModelSpec]:
 def _resolve_device(device: str) -> str:
     if device != "auto":
         return device
-    import torch
+    import torch  # torch: heavy, and only the path that builds models needs it
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -420,7 +420,7 @@ def run_benchmark(cfg: dict, *, log=print) -> dict:
 
 
 def _environment(cfg: dict, started, load_start) -> dict:
-    import torch
+    import torch  # torch: heavy, and only the path that builds models needs it
 
     env = {
         "date_utc": started.isoformat(timespec="seconds"),

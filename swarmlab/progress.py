@@ -14,7 +14,7 @@ def progress_enabled() -> bool:
 
 
 def progress(iterable=None, **kwargs):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # tqdm: only when a bar is shown
 
     kwargs.setdefault("disable", not progress_enabled())
     kwargs.setdefault("dynamic_ncols", True)

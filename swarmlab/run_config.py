@@ -12,10 +12,13 @@ import fnmatch
 import typing
 from pathlib import Path
 
+import models
 from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import OUTPUTS_DIR
 from swarmlab.runs import Run, task_section, train_dir
+from swarmlab.sections import EvaluateConfig, section, seed, source_of
+from swarmlab.settings import check_value, parse
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
 ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "eval_batch_size"))
@@ -24,8 +27,6 @@ ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name no
 def split_per_model(raw: dict, where: str) -> tuple[dict, dict]:
     """Split a section into its plain entries and its per-model mappings (keyed by a registered model's name or a
     glob over names); a mapping whose key names or matches no registered model is a one-line error."""
-
-    import models
 
     registered = models.list_models()
     shared, per_model = {}, {}
@@ -73,9 +74,6 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     applied on top for that ``model``: ``{lr: 5e-4, hsw*: {lr: 2e-4}}``.
     """
 
-    from swarmlab.sections import seed, source_of
-    from swarmlab.settings import check_value
-
     where_task = f"tasks.{task_name}.train"
     try:
         shared, per_model = split_per_model(dict(task_section(params, task_name)["train"]), where_task)
@@ -106,8 +104,6 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
 def evaluate_settings(params: dict, task_name: str) -> dict:
     """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
     every setting is; its batch_size is also the validation batch of training."""
-    from swarmlab.sections import EvaluateConfig, section, source_of
-    from swarmlab.settings import parse
 
     base = dataclasses.asdict(section(params, "evaluate"))
     per_task = task_section(params, task_name).get("evaluate") or {}
@@ -131,7 +127,6 @@ def train_config(params: dict, task_name: str, model: str | None = None, **overr
 def build_model(name: str, task, overrides: dict | None = None, *, where: str = ""):
     """``models.create_model(name)`` with what the task's data fixes (vocabulary, classes, dimensions) and
     ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
-    import models
 
     where = where or f"tasks.{task.key}"
     try:

@@ -24,8 +24,12 @@ import dataclasses
 import json
 from pathlib import Path
 
-from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.errors import SwarmlabError
+from swarmlab.io import atomic_write_text
+from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
+from swarmlab.sections import seed
+from swarmlab.sections import task_section as checked
+from tasks import get_task, task_class
 
 
 def default_task(params: dict, cli_task: str | None = None) -> str:
@@ -34,7 +38,6 @@ def default_task(params: dict, cli_task: str | None = None) -> str:
 
 def task_section(params: dict, key: str) -> dict:
     """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
-    from swarmlab.sections import task_section as checked
 
     return dataclasses.asdict(checked(params, key))
 
@@ -46,7 +49,6 @@ def make_task(params: dict, key: str, *, options: dict | None = None, root: Path
     run on several datasets (``mnist`` and ``fashion_mnist`` both run ``image_generation``). ``task.key`` is the
     section's name: it names the stage (train@<key>), the folders and the MLflow experiment.
     """
-    from tasks import get_task, task_class
 
     sections = params.get("tasks") or {}
     registered = (sections.get(key) or {}).get("task") or key
@@ -77,7 +79,6 @@ class Run:
 
 def task_seeds(params: dict, task_name: str) -> list[int]:
     """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
-    from swarmlab.sections import seed
 
     return list(task_section(params, task_name).get("seeds") or [seed(params)])
 
@@ -98,8 +99,6 @@ def write_skipped(
 ) -> dict:
     """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
     why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
-
-    from swarmlab.io import atomic_write_text
 
     result = {"skipped": reason}
     for folder in folders:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import SettingsError, check, check_value, parse, setting
+from tasks import list_tasks
 
 
 @dataclass
@@ -174,8 +175,6 @@ def task_section(params: dict, key: str) -> TaskSection:
     """The checked ``tasks.<key>`` (its options, engine settings and models are checked where they are used)."""
     sections = params.get("tasks") or {}
     if key not in sections:
-        from tasks import list_tasks
-
         known = ", ".join(sorted(sections)) or "none"
         raise SwarmlabError(
             f"no section tasks.{key} in params.yaml (sections: {known}; registered tasks: {', '.join(list_tasks())})"

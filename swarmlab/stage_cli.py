@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from swarmlab.params import load_params
+from swarmlab.sections import check_environment
 
 
 def stage_parser(description: str) -> argparse.ArgumentParser:
@@ -33,7 +34,6 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
 
 def params_from(args: argparse.Namespace) -> dict:
     """The resolved params of ``--params``/``--profile``, after the environment variables are checked."""
-    from swarmlab.sections import check_environment
 
     check_environment()
     return load_params(args.params, args.profile)

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+import yaml
+
 from swarmlab.paths import tracking_uri
 from swarmlab.errors import SwarmlabError
 from swarmlab.settings import flatten
@@ -96,11 +98,6 @@ def _value(v) -> str:
 def params_overrides(params_file: Path, rev: str) -> str | None:
     """``key=value`` for every leaf of ``params_file`` that differs from its version at git ``rev`` (``~key`` for one
     removed), space-separated, outside ``NOT_SETTINGS``; None when git cannot tell (no repository, file not tracked)."""
-
-    import yaml
-
-    from swarmlab.settings import flatten
-
     params_file = Path(params_file).resolve()
     try:
         old_text = subprocess.run(
@@ -186,7 +183,7 @@ class MlflowTracker:
         tags: dict | None = None,
         uri: str | None = None,
     ):
-        import mlflow
+        import mlflow  # mlflow: heavy, and only a tracked run needs it
         from mlflow.tracking import MlflowClient
 
         self.uri = uri or tracking_uri()
@@ -223,7 +220,7 @@ class MlflowTracker:
             return exp.experiment_id
 
     def log_params(self, params: dict) -> None:
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # mlflow: heavy, and only a tracked run needs it
 
         flat = flatten(params)
         existing = self.client.get_run(self.run_id).data.params
@@ -232,7 +229,7 @@ class MlflowTracker:
             self.client.log_batch(self.run_id, params=new[i : i + 100])
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: heavy, and only a tracked run needs it
 
         now = int(time.time() * 1000)
         batch = [

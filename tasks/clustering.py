@@ -52,7 +52,12 @@ from tasks.set_data import (
     read_set_tasks,
     write_set_tasks,
 )
-from tasks.set_losses import hungarian_matched_nll, mog_log_likelihood, mog_params_from_output
+from tasks.set_losses import (
+    hungarian_matched_nll,
+    mog_log_likelihood,
+    mog_oracle_log_likelihood,
+    mog_params_from_output,
+)
 
 
 # ------------------------------------------------------------------------------------------------- options
@@ -315,7 +320,7 @@ def ari_from_tables(tables: np.ndarray) -> np.ndarray:
 def accuracy_from_tables(tables: np.ndarray) -> np.ndarray:
     """Per table, the share of points on the diagonal of the best one-to-one cluster <-> slot matching (the
     ``tasks.set_losses.matched_accuracy`` of the task); 1 for an empty table."""
-    from scipy.optimize import linear_sum_assignment
+    from scipy.optimize import linear_sum_assignment  # scipy.optimize: ~0.3 s to import, and only this metric needs it
 
     out = np.ones(len(tables))
     for i, table in enumerate(tables):
@@ -551,8 +556,6 @@ class ClusteringMogTask(_SetTask):
         return {"dim_input": DIM, "dim_output": self.num_clusters * (2 * DIM + 1)}
 
     def build_data(self, out_dir: Path, *, datasets: Path, seed: int) -> dict:
-        from tasks.set_losses import mog_oracle_log_likelihood
-
         o = self.options
         summary = {}
         beat = Heartbeat(f"data {self.key}", o.val_tasks + o.test_tasks, "tasks").beat

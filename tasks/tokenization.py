@@ -31,7 +31,12 @@ def vocab_sha256(path: Path) -> str:
 
 def build_wordpiece(vocab_path: Path, seq_len: int | None = None):
     """A ``tokenizers.Tokenizer`` equivalent to bert-base-uncased; fixed length ``seq_len`` when given."""
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers import (
+        Tokenizer,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )  # tokenizers: only the tokenize step needs it
     from tokenizers.models import WordPiece
 
     vocab_path = Path(vocab_path)
@@ -89,7 +94,7 @@ def is_plain_ascii(text: str) -> bool:
 
 def _fixed_length_pair(tokenizer, seq_len: int):
     """Copies of ``tokenizer`` truncating at ``seq_len`` without padding: as given, and without its normalizer."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # tokenizers: only the tokenize step needs it
 
     full = Tokenizer.from_str(tokenizer.to_str())
     full.no_padding()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from swarmlab.report.results import read_task
 from swarmlab.report.stats import across_seeds, bootstrap
+from swarmlab.io import atomic_write_text
 
 
 def _mean(values: list[float]) -> float | None:
@@ -77,8 +78,6 @@ def summarize(reports: Path, monitors: dict[str, str], *, default_seed: int = 0)
 
 
 def write_summary(path: Path, summary: dict) -> None:
-    from swarmlab.io import atomic_write_text
-
     atomic_write_text(Path(path), json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 

@@ -63,7 +63,7 @@ def connect_ray(
     Workers get the repo root on PYTHONPATH, so they import this checkout whatever their working directory. An
     already initialised Ray (a test's, a notebook's) is reused as it is.
     """
-    import ray
+    import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
     if ray.is_initialized():
         return False

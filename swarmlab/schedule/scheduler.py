@@ -35,6 +35,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from swarmlab.schedule.cluster import (
     Resources,
     absolute_tracking_uri,
@@ -46,10 +48,12 @@ from swarmlab.schedule.cluster import (
     request,
     resolve_address,
 )
-from swarmlab.runs import Run
-from swarmlab.run_config import for_model, split_per_model, train_config
 from swarmlab.errors import SwarmlabError
+from swarmlab.run_config import for_model, split_per_model, train_config
+from swarmlab.runs import Run, make_task
+from swarmlab.sections import source_of
 from swarmlab.settings import SettingsError, parse, setting
+from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, run_context
 
 
 @dataclass
@@ -103,8 +107,6 @@ def schedule_settings(params: dict, *, parallel: int | None = None, address: str
             ]:
                 parse(_RunResources, entries, part, partial=True)
     except SwarmlabError as exc:
-        from swarmlab.sections import source_of
-
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     if parallel is not None:
         if parallel < 0:
@@ -179,8 +181,6 @@ class Scheduler:
         address: str | None = None,
         echo=print,
     ):
-        import torch
-
         self.stage, self.params, self.task, self.runs = stage, params, task, runs
         self.cfg = schedule_settings(params, parallel=parallel, address=address)
         self.echo = echo
@@ -243,7 +243,7 @@ class Scheduler:
 
     def _join(self) -> None:
         """Join (or start) Ray and check every run's request against its nodes."""
-        import ray
+        import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
         self._started = connect_ray(self.cfg.address or None, dashboard=self.cfg.dashboard)
         try:
@@ -276,7 +276,7 @@ class Scheduler:
 
     def __exit__(self, *exc) -> None:
         if self._started:
-            import ray
+            import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
             ray.shutdown()
             self._started = False
@@ -333,8 +333,6 @@ class Scheduler:
         )
 
     def _execute_here(self, fn: str, jobs: list[Job], *, on_done, label: str) -> dict:
-        import torch
-
         func = _import(fn)
         results = {}
         threads_before = torch.get_num_threads()
@@ -345,8 +343,6 @@ class Scheduler:
         return results
 
     def _run_here(self, func, jobs: list[Job], results: dict, *, on_done, label: str) -> None:
-        import torch
-
         for i, job in enumerate(jobs):
             slot = self.slots[job.run.name]
             self._line(label, "start", job.run, job.note, (i, 1, len(jobs) - i - 1))
@@ -360,14 +356,12 @@ class Scheduler:
     def _execute_ray(
         self, fn: str, jobs: list[Job], *, tracking: bool, on_done, label: str, fresh_workers: bool
     ) -> dict:
-        import ray
+        import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
         env = {"SWARMLAB_PROGRESS": "0"}  # no progress bars from workers
         if tracking:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
-            from swarmlab.tracking import CONTEXT_ENV, run_context
-
             env[CONTEXT_ENV] = json.dumps(run_context(self.params))  # DVC's experiment and overrides, as here
         task = {
             "key": self.task.key,
@@ -473,9 +467,7 @@ def _import(path: str):
 def _create_experiment(uri: str, name: str) -> None:
     """Create the task's MLflow experiment here, before any worker does (its artifact location must not depend on
     where a worker runs)."""
-    from mlflow.tracking import MlflowClient
-
-    from swarmlab.tracking import MlflowTracker
+    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
     client = MlflowClient(tracking_uri=uri)
     if client.get_experiment_by_name(name) is None:
@@ -495,10 +487,7 @@ def _output_to(log: str | None):
 
 def _worker(spec: dict) -> dict:
     """One run inside a Ray worker: the stage's per-run function with the run's threads, its output to its log."""
-    import ray
-    import torch
-
-    from swarmlab.runs import make_task
+    import ray  # ray: heavy, and only a run on Ray gets here
 
     os.environ.update(spec["env"])
     torch.set_num_threads(spec["threads"])

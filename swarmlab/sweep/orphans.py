@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def close_orphan_runs(uri: str, parent_run_id: str, trial_ids: set[str]) -> None:
     """Mark KILLED the trial runs of a killed driver whose trials Tune had not recorded (it replaces them)."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
     from swarmlab.sweep.trial import TRIAL_TAG
 

@@ -77,7 +77,7 @@ class ResolvedSpace:
 
     def tune_space(self) -> dict:
         """The Tune ``param_space``: one domain per searched dimension (constants are not sent)."""
-        from ray import tune
+        from ray import tune  # ray: heavy, and only a sweep or a run on Ray needs it
 
         out = {}
         for d in self.dims:

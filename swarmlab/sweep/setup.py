@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.runs import model_names as task_models
 from swarmlab.schedule.cluster import request
+from swarmlab.sections import section
 from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
 
 
 def check_settings(params: dict) -> dict:
     """The checked ``sweep`` section (swarmlab/sections.py: SweepConfig), as a dict."""
-    from swarmlab.sections import section
 
     return dataclasses.asdict(section(params, "sweep"))
 
@@ -28,7 +29,7 @@ def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
 
 def model_names(requested: list[str], task) -> list[str]:
     """Registered models that fit ``task``; ``all`` expands to every one of them."""
-    import models
+    import models  # torch: loaded once models are built
 
     fitting = models.list_models(kind=task.model_kind)
     names = []
@@ -56,9 +57,7 @@ def configured_models(params: dict, task) -> list[str]:
     """The models to sweep when ``--models`` is not given: the entries of ``sweep.models`` that fit the task's kind
     (``all`` = every fitting model), or, when none does (the list names another track's models), the task's own
     ``tasks.<task>.models``. Unknown names are still errors."""
-    import models
-
-    from swarmlab.runs import model_names as task_models
+    import models  # torch: loaded once models are built
 
     fitting = []
     for name in params["sweep"]["models"]:
@@ -75,7 +74,7 @@ def configured_models(params: dict, task) -> list[str]:
 def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
     """TrainConfig keywords every trial (of ``model``) starts from: the task's training settings, with ``sweep.max_epochs``,
     ``sweep.max_steps`` (each when > 0) and ``sweep.time_budget_s`` in place of the training ones."""
-    from swarmlab.run_config import train_settings
+    from swarmlab.run_config import train_settings  # torch: loaded once models are built
 
     cfg = train_settings(params, task_name, model)
     sweep_cfg = params["sweep"]
@@ -105,7 +104,7 @@ def max_evaluations(train: dict) -> int:
 
 def model_space(name: str, task, params: dict) -> ResolvedSpace:
     """The checked search space of model ``name`` (the model is built once to read its config fields)."""
-    from swarmlab.engine import TrainConfig
+    from swarmlab.engine import TrainConfig  # torch: loaded once models are built
     from swarmlab.run_config import build_model, model_overrides
 
     model = build_model(name, task, {})

@@ -43,7 +43,7 @@ def rank(rows: list[dict], key: str, mode: str) -> list[dict]:
 
 def write_reports(report_dir: Path, *, task, params: dict, state: dict, results: dict) -> dict:
     """``best_params.json``, ``summary.md`` and ``summary.csv`` (every trial of every model, ranked)."""
-    from swarmlab.sweep.trial import objective
+    from swarmlab.sweep.trial import objective  # the trial module imports ray.tune: heavy, and a table needs none
 
     metric = objective(task.monitor)
     per_model = {}

@@ -20,7 +20,12 @@ from pathlib import Path
 
 from ray.tune import Callback
 
+from swarmlab.engine import TrainConfig, fit
+from swarmlab.run_config import build_model
+from swarmlab.seeds import set_seeds
 from swarmlab.sweep.search_space import ResolvedSpace
+from swarmlab.tracking import MlflowTracker, NullTracker
+from tasks import get_task
 
 TRIAL_TAG = "ray_trial_id"
 SWEEP_TAG = "sweep_id"
@@ -90,11 +95,9 @@ def find_trial_run(client, experiment_id: str, sweep_id: str, trial_id: str) -> 
 
 
 def _tracker(ctx: TrialContext, trial_id: str):
-    from swarmlab.tracking import MlflowTracker, NullTracker
-
     if not ctx.tracking_uri:
         return NullTracker(), False
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
     client = MlflowClient(tracking_uri=ctx.tracking_uri)
     exp = client.get_experiment_by_name(ctx.experiment)
@@ -113,14 +116,9 @@ def _tracker(ctx: TrialContext, trial_id: str):
 
 def run_trial(config: dict, ctx: TrialContext) -> None:
     """Train one sampled configuration, reporting after every evaluation (the Tune function trainable)."""
-    import ray
+    import ray  # ray: heavy, and only a sweep or a run on Ray needs it
     from ray import tune
     from ray.tune import Checkpoint
-
-    from swarmlab.engine import TrainConfig, fit
-    from swarmlab.run_config import build_model
-    from swarmlab.seeds import set_seeds
-    from tasks import get_task
 
     trial_id = tune.get_context().get_trial_id()
     task = get_task(ctx.task, ctx.options, root=ctx.root)
@@ -285,7 +283,7 @@ class TrialLog(Callback):
         """Close the trial's run if the trial did not (stopped by the scheduler, or crashed for good)."""
         if not self.tracking_uri:
             return
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
         client = MlflowClient(tracking_uri=self.tracking_uri)
         exp = client.get_experiment_by_name(self.experiment)
@@ -298,7 +296,7 @@ class TrialLog(Callback):
         finals = {k: v for k, v in last.items() if k.startswith("best_val_") or k == "best_step"}
         if "evaluation" in last:
             finals["evaluations"] = last["evaluation"]
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: heavy, and only a tracked run needs it
 
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, 0) for k, v in finals.items() if isinstance(v, (int, float))]

@@ -51,7 +51,7 @@ def sweep_model(
     num_samples: int | None = None,
 ) -> dict:
     """Run (or continue) the Tune experiment of one model; returns its trials and its best trial."""
-    import optuna
+    import optuna  # optuna, ray: heavy, and only a sweep needs them
     from ray import tune
     from ray.tune import CheckpointConfig, FailureConfig, RunConfig, TuneConfig, Tuner
     from ray.tune.schedulers import ASHAScheduler
@@ -270,7 +270,7 @@ def sweep_models(
 ) -> dict:
     """Connect to Ray (or start a local one, shut down again at the end) and sweep each of ``names`` in turn;
     ``kwargs`` go to ``sweep_model``. Returns each model's trials and best trial."""
-    import ray
+    import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
     started = connect_ray(resolve_address(address, params["sweep"]["address"]), num_cpus=num_cpus)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.augmentation.lexicon import Lexicon, build_opinion_lexicon, is_skipped
+from tasks.augmentation.resources import load_nltk, sense_counts
 from tasks.augmentation.strategies import (
     CONNECTIVES,
     combine_reviews,
@@ -21,8 +22,6 @@ from tasks.augmentation.strategies import (
 
 def load_resources(nltk_dir: Path, *, senses: int = 3, sense_share: float = 0.5) -> tuple[Lexicon, object]:
     """``(lexicon, punkt)`` from the shipped NLTK data in ``nltk_dir`` (never downloaded)."""
-    from tasks.augmentation.resources import load_nltk, sense_counts
-
     wn, punkt = load_nltk(nltk_dir)
     return Lexicon(wn, sense_counts(wn), senses=senses, sense_share=sense_share), punkt
 

@@ -32,7 +32,7 @@ def load_nltk(nltk_dir: Path):
 
     if str(nltk_dir) not in nltk.data.path:
         nltk.data.path.insert(0, str(nltk_dir))
-    from nltk.corpus import wordnet
+    from nltk.corpus import wordnet  # nltk: heavy, and only the augmentation needs it
     from nltk.tokenize import PunktTokenizer
 
     try:
