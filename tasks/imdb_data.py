@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import read_meta
 from swarmlab.io import read_parquet_checked, write_shards
 from swarmlab.machine import cpu_seconds
 from swarmlab.paths import resolve
@@ -104,18 +105,10 @@ def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
 # ----------------------------------------------------------------------------------------------------------- augment
 
 
-def read_meta(folder: Path, step: str) -> dict:
-    """The ``meta.json`` of the step before, or an error naming the stage that writes it."""
-    path = folder / "meta.json"
-    if not path.is_file():
-        raise SwarmlabError(f"{path} is missing: run the {step} stage first (dvc repro {step})")
-    return json.loads(path.read_text())
-
-
 def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> dict:
     """The ``augment`` step over the prepared splits in ``in_dir``: ``cfg`` is the checked ``augment:`` section
     (``swarmlab.sections.AugmentConfig``). Returns the rows per source and the rejections per strategy."""
-    meta_in = read_meta(in_dir, "prepare")
+    meta_in = read_meta(in_dir / "meta.json", "dvc repro prepare")
     if "train" not in meta_in["splits"]:
         raise SwarmlabError(f"{in_dir / 'meta.json'} lists no train split: rerun the prepare stage")
     nltk_dir = datasets / "nltk_data" if cfg.enabled else None
@@ -172,7 +165,7 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
     vocab_size = tokenizer.get_vocab_size()
     if vocab_size > 65535:
         raise SwarmlabError(f"vocabulary of {vocab_size} tokens does not fit uint16 ids")
-    meta_in = read_meta(in_dir, "augment")
+    meta_in = read_meta(in_dir / "meta.json", "dvc repro augment")
     t0, total = time.perf_counter(), 0
     meta = {
         "seq_len": seq_len,
