@@ -308,16 +308,35 @@ def metric_vs_params(
 
 
 def ablation_plot(
-    labels: list[str], series: dict[str, list[float | None]], title: str, ylabel: str, path: Path
+    labels: list[str],
+    series: dict[str, list[float | None]],
+    title: str,
+    ylabel: str,
+    path: Path,
+    intervals: dict[str, list[tuple[float, float] | None]] | None = None,
 ) -> Path:
-    """One line per series (e.g. validation and test score) over the grid's points, in the grid's order."""
+    """One line per series (e.g. validation and test score) over the grid's points, in the grid's order; a series
+    named in ``intervals`` gets an error bar (low, high) at each point that has one."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2), 3.8))
     xs = list(range(len(labels)))
     for i, (name, values) in enumerate(sorted(series.items())):
         pts = [(x, v) for x, v in zip(xs, values) if v is not None]
         if pts:
-            ax.plot(*zip(*pts), "o-", color=COLORS[i % len(COLORS)], label=name)
+            color = COLORS[i % len(COLORS)]
+            ax.plot(*zip(*pts), "o-", color=color, label=name)
+            bars = [
+                (x, v, iv) for x, v, iv in zip(xs, values, (intervals or {}).get(name) or []) if v is not None and iv
+            ]
+            if bars:
+                ax.errorbar(
+                    [x for x, _, _ in bars],
+                    [v for _, v, _ in bars],
+                    yerr=[[v - iv[0] for _, v, iv in bars], [iv[1] - v for _, v, iv in bars]],
+                    fmt="none",
+                    ecolor=color,
+                    capsize=4,
+                )
     ax.set_xticks(
         xs,
         labels,

@@ -1,8 +1,11 @@
-"""The ablation grids (``ablations:`` in params.yaml, run by ``python -m pipelines.ablate``): per grid, its points'
-scores, parameters, throughput and runs, a figure of the score per point, and the points not run or not finished."""
+"""The ablation grids (``ablations:`` in params.yaml, run by ``python -m pipelines.ablate``): per grid and per folder
+that holds its results (``reports/claims/ablations/``, the claims profile's pieces, then the active profile's
+``reports/ablations/``), each point's scores over its seeds with their interval, parameters, speed and runs, a figure
+of the score per point, and the points not run or not finished."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarmlab.document import Document, Heading, Para, Table
@@ -10,106 +13,174 @@ from swarmlab.errors import SwarmlabError
 from swarmlab import plots
 from swarmlab.report.cells import fmt, is_number, short
 from swarmlab.report.inputs import read_json
+from swarmlab.report.results import RunResult, runs_from
+from swarmlab.report.stats import across_seeds
+from swarmlab.report.testsplit import ITEMS
 
 if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
 
 
-def ablation_section(rep: Report) -> list:
+def _mean(runs: list[RunResult], metric: str) -> float | None:
+    values = [r.value(metric) for r in runs]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
 
+
+def _test_cell(runs: list[RunResult], metric: str) -> tuple[str, float | None, tuple[float, float] | None]:
+    """The test metric over a point's seeds: the mean with its t-interval and the per-seed values (one seed: the
+    value alone)."""
+    values = [(r.seed, r.value(metric)) for r in runs if r.value(metric) is not None]
+    if not values:
+        return "—", None, None
+    if len(values) == 1:
+        return fmt(values[0][1], metric), values[0][1], None
+    iv = across_seeds([v for _, v in values])
+    seeds = ", ".join(fmt(v, metric) for _, v in values)
+    return f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}] ({seeds})", iv.value, (iv.lo, iv.hi)
+
+
+def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str) -> list:
+    """One folder's results of one grid: a row per (point, model) with its seeds pooled, and the figure."""
+    d = Document("")
+    mon = results.get("monitor", "loss")
+    rows, labels, val, test, spread = [], [], [], [], []
+    for e in results.get("points", []):
+        runs = runs_from(
+            results.get("task") or "",
+            e.get("evaluate") or {},
+            e.get("train") or {},
+            folder / ITEMS / e.get("point", ""),
+            rep.default_seed,
+        )
+        models = sorted({r.model for r in runs}) or [e.get("model") or "?"]
+        for model in models:
+            mine = [r for r in runs if r.model == model]
+            label = e["label"] if len(models) == 1 else f"{e['label']} / {model}"
+            links = []
+            for r in mine:
+                run_id = (e.get("runs") or {}).get(r.run)
+                run = rep.ml.get(run_id) if run_id else None
+                if run_id:
+                    links.append(rep.ml.link(run) if run is not None else f"run `{run_id[:8]}`")
+            commits = sorted({short(r.test.get("git_commit") or results.get("git_commit")) for r in mine}) or [
+                short(results.get("git_commit"))
+            ]
+            cell, value, interval = _test_cell(mine, f"test_{mon}")
+            rows.append(
+                [
+                    label,
+                    e.get("status", "?"),
+                    str(len(mine)),
+                    fmt(_mean(mine, f"val_{mon}"), mon),
+                    cell,
+                    fmt(_mean(mine, "num_params"), "num_params"),
+                    fmt(_mean(mine, "train_samples_per_s")),
+                    fmt(_mean(mine, "train_time_s")),
+                    fmt(_mean(mine, "latency_ms_p50")),
+                    ", ".join(sorted({str(r.train.get("stopped", "—")) for r in mine})) or "—",
+                    f"{' '.join(links) or 'no MLflow run'} · {', '.join(commits)}",
+                ]
+            )
+            labels.append(label)
+            v = _mean(mine, f"val_{mon}")
+            val.append(v if is_number(v) else None)
+            test.append(value)
+            spread.append(interval)
+    d.add(
+        Para(
+            f"From {source}: task `{results.get('task')}`, profile `{results.get('profile')}`, command "
+            f"`{results.get('command')}`, commit {short(results.get('git_commit'))}. Several seeds per point: the "
+            "test column is their mean with its t-interval, then each seed's value; the other columns are means "
+            "over the seeds (test latency: the evaluate stage's median batch, ms)."
+        ),
+        Table(
+            [
+                "point",
+                "status",
+                "seeds",
+                f"val {mon}",
+                f"test {mon}",
+                "parameters",
+                "train samples/s",
+                "net train s",
+                "test latency ms",
+                "stopped",
+                "runs · commit",
+            ],
+            rows,
+            "llrrrrrrrll",
+        ),
+    )
+    if any(v is not None for v in val + test):
+        tag = "claims_" if source.startswith("reports/claims") else ""
+        img = rep.figure(
+            f"ablation_{tag}{name}",
+            lambda p, n=name: plots.ablation_plot(
+                labels,
+                {"validation (mean over seeds)": val, "test (mean, 95% interval)": test},
+                f"ablation {n} ({results.get('profile')}): {mon}",
+                mon,
+                p,
+                intervals={"test (mean, 95% interval)": spread},
+            ),
+        )
+        if img:
+            img.caption = f"ablation `{name}` ({source}): {mon} per point"
+            d.add(img)
+    not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
+    if not_run:
+        again = (
+            f"bash scripts/claims.sh grid {name}"
+            if source.startswith("reports/claims")
+            else f"python -m pipelines.ablate --grid {name} --resume"
+        )
+        rep.missing.append(f"ablation `{name}` ({source}): points not finished: {', '.join(not_run)} (`{again}`)")
+    return d.blocks
+
+
+def ablation_section(rep: Report) -> list:
     d = Document("")
     grids = dict(rep.params.get("ablations") or {})
-    on_disk = sorted(p.name for p in (rep.reports / "ablations").glob("*") if p.is_dir())
+    folders = [
+        (rep.reports / "claims" / "ablations", "reports/claims (the `claims` profile: `bash scripts/claims.sh grid`)"),
+        (rep.reports / "ablations", f"reports/ablations (profile `{rep.params.get('profile')}`)"),
+    ]
+    on_disk = sorted({p.name for root, _ in folders for p in root.glob("*") if p.is_dir()})
     d.add(
         Heading(2, "Ablations"),
         Para(
             "Grids defined under `ablations:` in params.yaml, one command each (`python -m pipelines.ablate --grid "
-            "<name>`); every point trains in a workspace of its own at the active profile's settings."
+            "<name>`, or `bash scripts/claims.sh grid <name>` at the `claims` profile's budget); every point trains in "
+            "a workspace of its own. A grid's results are shown from each folder that holds them, the claims "
+            "profile's first."
         ),
     )
     for name in list(grids) + [g for g in on_disk if g not in grids]:
         spec = grids.get(name) or {}
-        results = read_json(rep.reports / "ablations" / name / "results.json")
         d.add(Heading(3, f"`{name}`"))
         if spec.get("description"):
             d.add(Para(spec["description"]))
-        if not results:
+        found = [(root / name, read_json(root / name / "results.json"), src) for root, src in folders]
+        found = [(folder, res, src) for folder, res, src in found if res]
+        if not found:
             try:
                 points = [p["label"] for p in rep.code.grid_points(rep.params, name)]
             except SwarmlabError as exc:
                 points = [f"(grid not valid: {exc})"]
             rep.missing.append(
-                f"ablation `{name}`: not run: `python -m pipelines.ablate --grid {name}` ({len(points)} points)"
+                f"ablation `{name}`: not run: `bash scripts/claims.sh grid {name}` or "
+                f"`python -m pipelines.ablate --grid {name}` ({len(points)} points)"
             )
             d.add(
                 Para(
-                    f"Not run yet: `python -m pipelines.ablate --grid {name}` — points: "
+                    f"Not run yet: `bash scripts/claims.sh grid {name}` (the `claims` profile) or "
+                    f"`python -m pipelines.ablate --grid {name}` (this profile) — points: "
                     + ", ".join(f"`{p}`" for p in points)
                     + "."
                 )
             )
             continue
-        mon = results.get("monitor", "loss")
-        rows, labels, val, test = [], [], [], []
-        for e in results.get("points", []):
-            models = sorted(set((e.get("train") or {})) | set((e.get("evaluate") or {}))) or [e.get("model") or "?"]
-            for model in models:
-                tr, ev = (e.get("train") or {}).get(model) or {}, (e.get("evaluate") or {}).get(model) or {}
-                label = e["label"] if len(models) == 1 else f"{e['label']} / {model}"
-                run_id = (e.get("runs") or {}).get(model)
-                run = rep.ml.get(run_id) if run_id else None
-                link = rep.ml.link(run) if run is not None else (f"run `{run_id[:8]}`" if run_id else "no MLflow run")
-                rows.append(
-                    [
-                        label,
-                        e.get("status", "?"),
-                        fmt(tr.get(f"val_{mon}"), mon),
-                        fmt(ev.get(f"test_{mon}"), mon),
-                        fmt(tr.get("num_params"), "num_params"),
-                        fmt(tr.get("train_samples_per_s")),
-                        fmt(tr.get("train_time_s")),
-                        str(tr.get("stopped", "—")),
-                        f"{link} · {short(ev.get('git_commit') or results.get('git_commit'))}",
-                    ]
-                )
-                labels.append(label)
-                val.append(tr.get(f"val_{mon}") if is_number(tr.get(f"val_{mon}")) else None)
-                test.append(ev.get(f"test_{mon}") if is_number(ev.get(f"test_{mon}")) else None)
-        d.add(
-            Para(
-                f"Task `{results.get('task')}`, profile `{results.get('profile')}`, command `{results.get('command')}`, "
-                f"commit {short(results.get('git_commit'))}."
-            ),
-            Table(
-                [
-                    "point",
-                    "status",
-                    f"val {mon}",
-                    f"test {mon}",
-                    "parameters",
-                    "train samples/s",
-                    "net train s",
-                    "stopped",
-                    "run · commit",
-                ],
-                rows,
-                "llrrrrrll",
-            ),
-        )
-        if any(v is not None for v in val + test):
-            img = rep.figure(
-                f"ablation_{name}",
-                lambda p, n=name: plots.ablation_plot(
-                    labels, {"validation": val, "test": test}, f"ablation {n}: {mon}", mon, p
-                ),
-            )
-            if img:
-                img.caption = f"ablation `{name}`: {mon} per point"
-                d.add(img)
-        not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
-        if not_run:
-            rep.missing.append(
-                f"ablation `{name}`: points not finished: {', '.join(not_run)} "
-                f"(`python -m pipelines.ablate --grid {name} --resume`)"
-            )
+        for folder, results, source in found:
+            d.add(*_grid_block(rep, name, folder, results, source))
     return d.blocks

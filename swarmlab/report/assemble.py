@@ -86,7 +86,7 @@ class Report:
         order = list(TASKS)
         self.keys = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
         self.tasks = {k: TaskData(k, params, self.reports, self.outputs, code.task_info) for k in self.keys}
-        seed = int(params.get("seed", 0))
+        seed = self.default_seed = int(params.get("seed", 0))  # the seed of a metrics entry that names none
         self.results = {}  # task -> metrics key -> swarmlab.report.results.RunResult
         for k in self.keys:
             runs = read_task(self.reports, k, seed)

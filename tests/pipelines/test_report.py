@@ -333,3 +333,49 @@ def test_a_task_the_profile_skips_is_reported_with_its_reason(tmp_path):
     assert "`listops`: skipped by profile `smoke`: needs the `claims` profile" in md
     row = next(r for r in md.splitlines() if r.startswith("| `s002-beats-longformer-listops`"))
     assert "**not testable here**" in row and "profile `smoke` skips `listops`: needs the `claims` profile" in row
+
+
+def grid_results(task: str, points: dict[str, list[float]]) -> dict:
+    """An ablation grid's results.json: per point label, one train and evaluate entry per seed's test accuracy."""
+    entries = []
+    for label, accs in points.items():
+        runs = {f"transformer-seed{s}": {"model": "transformer", "seed": s} for s in range(len(accs))}
+        entries.append(
+            {
+                "label": label,
+                "point": label,
+                "status": "ok",
+                "model": "transformer",
+                "train": {
+                    k: {**v, "val_accuracy": 0.7, "num_params": 100, "stopped": "max_steps"} for k, v in runs.items()
+                },
+                "evaluate": {
+                    k: {**v, "test_accuracy": a, "latency_ms_p50": 10.0 + s}
+                    for s, (k, v) in enumerate(runs.items())
+                    for a in [accs[s]]
+                },
+            }
+        )
+    return {"task": task, "profile": "claims", "monitor": "accuracy", "command": "ablate", "points": entries}
+
+
+def test_the_ablations_section_shows_the_claims_profile_grids_with_seeds_pooled(tmp_path):
+    """A grid run by scripts/claims.sh (reports/claims/ablations/) is shown, its seeds pooled per point into a mean
+    with its t-interval; a grid run nowhere says both commands."""
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    (reports / "claims" / "ablations" / "t_local").mkdir(parents=True)
+    (reports / "claims" / "ablations" / "t_local" / "results.json").write_text(
+        json.dumps(grid_results("imdb", {"t_local=1": [0.70, 0.72, 0.74], "t_local=3": [0.69, 0.71, 0.73]}))
+    )
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md[md.index("## Ablations") :]
+    t_local = section[section.index("### `t_local`") : section.index("### `cluster_size`")]
+    assert "From reports/claims" in t_local and "Not run yet" not in t_local
+    # mean 0.72, t(0.975, 2) * 0.02 / sqrt(3) = 0.0497: [0.6703, 0.7697]; latency: mean of 10, 11, 12 ms
+    row = next(r for r in t_local.splitlines() if r.startswith("| t_local=1 "))
+    assert "| 3 |" in row and "0.7200 [0.6703, 0.7697] (0.7000, 0.7200, 0.7400)" in row and "| 11 |" in row
+    assert "report/figures/ablation_claims_t_local.png" in t_local
+    cluster = section[section.index("### `cluster_size`") :]
+    assert "Not run yet: `bash scripts/claims.sh grid cluster_size`" in cluster.split("###")[1]
