@@ -577,6 +577,7 @@ class Ledger:
             hi=hi,
             test=diff.test,
             seeds=len(ra),
+            budget=f"{len(scored)} points, each " + self._budget(ra),
             compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)],
         )
 

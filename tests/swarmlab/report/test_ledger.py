@@ -233,6 +233,7 @@ def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
     }
     row = decide(reports, claim("tl", best))
     assert row.verdict == SUPPORTED and "t_local=3 vs t_local=1" in row.ours
+    assert row.budget == "3 points, each 2,000 steps"  # the grid's budget, not a blank
     missing = decide(reports, claim("cs", {**best, "grid": "cluster_size"}))
     assert missing.verdict == UNTESTABLE and "--grid cluster_size --profile claims" in missing.why
     pair_grid = {
