@@ -92,7 +92,8 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
             f"From {source}: task `{results.get('task')}`, profile `{results.get('profile')}`, command "
             f"`{results.get('command')}`, commit {short(results.get('git_commit'))}. Several seeds per point: the "
             "test column is their mean with its t-interval, then each seed's value; the other columns are means "
-            "over the seeds (test latency: the evaluate stage's median batch, ms)."
+            "over the seeds (test latency: the evaluate stage's median batch, ms). The points share their seeds, so "
+            "the ledger's paired test between two points is sharper than these intervals."
         ),
         Table(
             [
