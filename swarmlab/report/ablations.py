@@ -11,20 +11,14 @@ from typing import TYPE_CHECKING
 from swarmlab.document import Document, Heading, Para, Table
 from swarmlab.errors import SwarmlabError
 from swarmlab import plots
-from swarmlab.report.cells import fmt, is_number, short
+from swarmlab.report.cells import fmt, short
 from swarmlab.report.inputs import read_json
-from swarmlab.report.results import RunResult, runs_from
+from swarmlab.report.results import RunResult, mean_of, runs_from
 from swarmlab.report.stats import across_seeds
 from swarmlab.report.testsplit import ITEMS
 
 if TYPE_CHECKING:  # a type only: assemble imports this module
     from swarmlab.report.assemble import Report
-
-
-def _mean(runs: list[RunResult], metric: str) -> float | None:
-    values = [r.value(metric) for r in runs]
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
 
 
 def _test_cell(runs: list[RunResult], metric: str) -> tuple[str, float | None, tuple[float, float] | None]:
@@ -40,7 +34,7 @@ def _test_cell(runs: list[RunResult], metric: str) -> tuple[str, float | None, t
     return f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}] ({seeds})", iv.value, (iv.lo, iv.hi)
 
 
-def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str) -> list:
+def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str, claims: bool) -> list:
     """One folder's results of one grid: a row per (point, model) with its seeds pooled, and the figure."""
     d = Document("")
     mon = results.get("monitor", "loss")
@@ -67,24 +61,24 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
                 short(results.get("git_commit"))
             ]
             cell, value, interval = _test_cell(mine, f"test_{mon}")
+            val_mean = mean_of(mine, f"val_{mon}")
             rows.append(
                 [
                     label,
                     e.get("status", "?"),
                     str(len(mine)),
-                    fmt(_mean(mine, f"val_{mon}"), mon),
+                    fmt(val_mean, mon),
                     cell,
-                    fmt(_mean(mine, "num_params"), "num_params"),
-                    fmt(_mean(mine, "train_samples_per_s")),
-                    fmt(_mean(mine, "train_time_s")),
-                    fmt(_mean(mine, "latency_ms_p50")),
+                    fmt(mean_of(mine, "num_params"), "num_params"),
+                    fmt(mean_of(mine, "train_samples_per_s")),
+                    fmt(mean_of(mine, "train_time_s")),
+                    fmt(mean_of(mine, "latency_ms_p50")),
                     ", ".join(sorted({str(r.train.get("stopped", "—")) for r in mine})) or "—",
                     f"{' '.join(links) or 'no MLflow run'} · {', '.join(commits)}",
                 ]
             )
             labels.append(label)
-            v = _mean(mine, f"val_{mon}")
-            val.append(v if is_number(v) else None)
+            val.append(val_mean)
             test.append(value)
             spread.append(interval)
     d.add(
@@ -114,7 +108,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
         ),
     )
     if any(v is not None for v in val + test):
-        tag = "claims_" if source.startswith("reports/claims") else ""
+        tag = "claims_" if claims else ""
         img = rep.figure(
             f"ablation_{tag}{name}",
             lambda p, n=name: plots.ablation_plot(
@@ -132,9 +126,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
     not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
     if not_run:
         again = (
-            f"bash scripts/claims.sh grid {name}"
-            if source.startswith("reports/claims")
-            else f"python -m pipelines.ablate --grid {name} --resume"
+            f"bash scripts/claims.sh grid {name}" if claims else f"python -m pipelines.ablate --grid {name} --resume"
         )
         rep.missing.append(f"ablation `{name}` ({source}): points not finished: {', '.join(not_run)} (`{again}`)")
     return d.blocks
@@ -143,11 +135,15 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
 def ablation_section(rep: Report) -> list:
     d = Document("")
     grids = dict(rep.params.get("ablations") or {})
-    folders = [
-        (rep.reports / "claims" / "ablations", "reports/claims (the `claims` profile: `bash scripts/claims.sh grid`)"),
-        (rep.reports / "ablations", f"reports/ablations (profile `{rep.params.get('profile')}`)"),
+    folders = [  # (root, how the report names it, whether it is the claims profile's)
+        (
+            rep.reports / "claims" / "ablations",
+            "reports/claims (the `claims` profile: `bash scripts/claims.sh grid`)",
+            True,
+        ),
+        (rep.reports / "ablations", f"reports/ablations (profile `{rep.params.get('profile')}`)", False),
     ]
-    on_disk = sorted({p.name for root, _ in folders for p in root.glob("*") if p.is_dir()})
+    on_disk = sorted({p.name for root, _, _ in folders for p in root.glob("*") if p.is_dir()})
     d.add(
         Heading(2, "Ablations"),
         Para(
@@ -162,8 +158,8 @@ def ablation_section(rep: Report) -> list:
         d.add(Heading(3, f"`{name}`"))
         if spec.get("description"):
             d.add(Para(spec["description"]))
-        found = [(root / name, read_json(root / name / "results.json"), src) for root, src in folders]
-        found = [(folder, res, src) for folder, res, src in found if res]
+        found = [(root / name, read_json(root / name / "results.json"), src, claims) for root, src, claims in folders]
+        found = [entry for entry in found if entry[1]]
         if not found:
             try:
                 points = [p["label"] for p in rep.code.grid_points(rep.params, name)]
@@ -182,6 +178,6 @@ def ablation_section(rep: Report) -> list:
                 )
             )
             continue
-        for folder, results, source in found:
-            d.add(*_grid_block(rep, name, folder, results, source))
+        for folder, results, source, claims in found:
+            d.add(*_grid_block(rep, name, folder, results, source, claims))
     return d.blocks

@@ -23,7 +23,7 @@ from pathlib import Path
 from swarmlab.report import stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
-from swarmlab.report.results import RunResult, read_task, runs_from
+from swarmlab.report.results import RunResult, mean_of, read_task, runs_from
 from swarmlab.report.testsplit import ITEMS
 
 SUPPORTED = "supported"
@@ -317,12 +317,7 @@ class Ledger:
 
     @staticmethod
     def _mean(runs: list[RunResult], metric: str):
-        if metric == "latency_ms_per_batch":
-            values = [r.value("latency_ms_mean") for r in runs]
-        else:
-            values = [r.value(metric) for r in runs]
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
+        return mean_of(runs, "latency_ms_mean" if metric == "latency_ms_per_batch" else metric)
 
     def _difference(self, ra: list[RunResult], rb: list[RunResult], metric: str):
         """(Difference | None, why-not) of a - b, matched by seed."""

@@ -44,6 +44,12 @@ class RunResult:
         return None
 
 
+def mean_of(runs: list[RunResult], metric: str) -> float | None:
+    """The mean of ``metric`` over the runs that recorded it (seeds of one model), or None when none did."""
+    values = [v for v in (r.value(metric) for r in runs) if v is not None]
+    return sum(values) / len(values) if values else None
+
+
 def _read(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
