@@ -107,6 +107,9 @@ class Report:
                     default_seed=seed,
                     source="reports/claims (scripts/claims.sh)",
                     root=self.reports,
+                    rerun="bash scripts/claims.sh task {task}",
+                    rerun_grid="bash scripts/claims.sh grid {grid}",
+                    params_prefix="profiles.claims.",
                 ),
             )
 

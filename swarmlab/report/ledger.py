@@ -87,8 +87,14 @@ class Ledger:
         stale: dict[str, Staleness] | None = None,
         source: str = "",
         root: Path | None = None,
+        rerun: str = "dvc repro {stage}@{task}",
+        rerun_grid: str = "python -m pipelines.ablate --grid {grid} --profile claims",
+        params_prefix: str = "",
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
+        # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
+        # its task settings sit in params.yaml (the claims profile's pieces: scripts/claims.sh, profiles.claims.tasks)
+        self.rerun_template, self.rerun_grid, self.params_prefix = rerun, rerun_grid, params_prefix
         self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
         self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)
         self.stale = stale or {}
@@ -134,9 +140,12 @@ class Ledger:
         if reason:
             return f"profile `{self.profile}` skips `{task}`: {reason}"
         return (
-            f"no run of {names} on `{task}` at profile `{self.profile}`: add it to tasks.{task}.models (profile "
-            f"`{c.paper_profile}` has the paper's settings), `dvc repro evaluate@{task}`"
+            f"no run of {names} on `{task}` at profile `{self.profile}`: add it to {self.params_prefix}tasks.{task}.models "
+            f"(profile `{c.paper_profile}` has the paper's settings), {self._rerun('evaluate', task)}"
         )
+
+    def _rerun(self, stage: str, task: str) -> str:
+        return f"`{self.rerun_template.format(stage=stage, task=task)}`"
 
     def _stale_of(self, stage: str) -> str:
         s = self.stale.get(stage)
@@ -170,7 +179,7 @@ class Ledger:
         if r.items is None:
             return None, (
                 f"per-item scores were not saved by this run (written before evaluate@ saved them): "
-                f"`dvc repro evaluate@{r.task}`"
+                f"{self._rerun('evaluate', r.task)}"
             )
         try:
             iv = stats.bootstrap(r.items, name)
@@ -336,16 +345,19 @@ class Ledger:
         if metric == "latency_ms_per_batch":
             ia, ib = a.items or {}, b.items or {}
             if "batch_latency_ms" not in ia or "batch_latency_ms" not in ib:
-                return None, f"one timing per run and no per-batch latencies saved: `dvc repro evaluate@{a.task}`"
+                return None, f"one timing per run and no per-batch latencies saved: {self._rerun('evaluate', a.task)}"
             if len(ia["batch_latency_ms"]) != len(ib["batch_latency_ms"]):
                 return None, "the two runs timed different batches: no paired test"
             return stats.paired_bootstrap({"t": ia["batch_latency_ms"]}, {"t": ib["batch_latency_ms"]}, "t"), ""
         if not metric.startswith("test_"):
-            return None, f"{metric} is one measurement per run: a test needs 2 or more seeds (tasks.{a.task}.seeds)"
+            return (
+                None,
+                f"{metric} is one measurement per run: a test needs 2 or more seeds ({self.params_prefix}tasks.{a.task}.seeds)",
+            )
         if a.items is None or b.items is None:
             return None, (
                 f"per-item scores were not saved by these runs (written before evaluate@ saved them): "
-                f"`dvc repro evaluate@{a.task}`"
+                f"{self._rerun('evaluate', a.task)}"
             )
         name = _bare(metric)
         try:
@@ -468,7 +480,7 @@ class Ledger:
         """Matched-seed runs of two points of an ablation grid: (ra, rb, why-not)."""
         res = self._ablation(grid)
         if not res:
-            return None, None, f"the ablation was not run: `python -m pipelines.ablate --grid {grid} --profile claims`"
+            return None, None, f"the ablation was not run: `{self.rerun_grid.format(grid=grid)}`"
         ra, why = self._point_runs(grid, res, a, model)
         if ra is None:
             return None, None, why
@@ -527,7 +539,7 @@ class Ledger:
             return Row(
                 c,
                 UNTESTABLE,
-                f"the ablation was not run: `python -m pipelines.ablate --grid {d['grid']} --profile claims`",
+                f"the ablation was not run: `{self.rerun_grid.format(grid=d['grid'])}`",
                 found=False,
             )
         metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
@@ -581,7 +593,7 @@ class Ledger:
         found = sorted(self.reports.glob(d["glob"]))
         if not found:
             return Row(
-                c, UNTESTABLE, f"no figure matches reports/{d['glob']}: `dvc repro sample@{d['task']}`", found=False
+                c, UNTESTABLE, f"no figure matches reports/{d['glob']}: {self._rerun('sample', d['task'])}", found=False
             )
         return Row(
             c,

@@ -256,7 +256,15 @@ def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(repo
     claims_dir = reports / "claims"
     write_task(claims_dir, "t", {"small": {0: correct(1000, 900), 1: correct(1000, 905, seed=1)}})
     ledgers = [
-        Ledger(claims_dir, profile="claims", source="reports/claims", root=reports),
+        Ledger(
+            claims_dir,
+            profile="claims",
+            source="reports/claims",
+            root=reports,
+            rerun="bash scripts/claims.sh task {task}",
+            rerun_grid="bash scripts/claims.sh grid {grid}",
+            params_prefix="profiles.claims.",
+        ),
         Ledger(reports, profile="cpu"),
     ]
     row = decide_across(claim("acc", threshold(0.85), paper_profile="claims"), ledgers)
@@ -265,3 +273,10 @@ def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(repo
     assert gain.profile == "cpu" and gain.source == "" and gain.verdict == SUPPORTED
     none = decide_across(claim("none", threshold(0.5, model="big")), ledgers)
     assert none.verdict == UNTESTABLE and "reports/claims: no run of big" in none.why
+    # each folder says how its own results are made: the claims pieces through scripts/claims.sh and their profile
+    cpu_why, claims_why = none.why.split(" · reports/claims: ")
+    assert "add it to profiles.claims.tasks.t.models" in claims_why and "`bash scripts/claims.sh task t`" in claims_why
+    assert "add it to tasks.t.models" in cpu_why and "`dvc repro evaluate@t`" in cpu_why
+    grid = {"kind": "pairwise", "grid": "g", "task": "t", "a": "x=1", "b": "x=2", "metric": "test_accuracy"}
+    grid_why = decide_across(claim("grid", {**grid, "direction": "a_higher"}), ledgers).why
+    assert "reports/claims: the ablation was not run: `bash scripts/claims.sh grid g`" in grid_why
