@@ -25,7 +25,6 @@ SUMMARY_FILE = "summary.json"
 
 def monitors(params: dict) -> dict[str, str]:
     """Task key -> its validation metric (the registered task's ``monitor``), for every task section."""
-
     sections = params.get("tasks") or {}
     return {key: task_class((section or {}).get("task") or key).monitor for key, section in sections.items()}
 

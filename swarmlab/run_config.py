@@ -27,7 +27,6 @@ ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name no
 def split_per_model(raw: dict, where: str) -> tuple[dict, dict]:
     """Split a section into its plain entries and its per-model mappings (keyed by a registered model's name or a
     glob over names); a mapping whose key names or matches no registered model is a one-line error."""
-
     registered = models.list_models()
     shared, per_model = {}, {}
     for key, value in raw.items():
@@ -73,7 +72,6 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     As in ``model_overrides``, a mapping in ``tasks.<task>.train`` holds one model's (or a glob's) own settings,
     applied on top for that ``model``: ``{lr: 5e-4, hsw*: {lr: 2e-4}}``.
     """
-
     where_task = f"tasks.{task_name}.train"
     try:
         shared, per_model = split_per_model(dict(task_section(params, task_name)["train"]), where_task)
@@ -104,7 +102,6 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
 def evaluate_settings(params: dict, task_name: str) -> dict:
     """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
     every setting is; its batch_size is also the validation batch of training."""
-
     base = dataclasses.asdict(section(params, "evaluate"))
     per_task = task_section(params, task_name).get("evaluate") or {}
     try:
@@ -127,7 +124,6 @@ def train_config(params: dict, task_name: str, model: str | None = None, **overr
 def build_model(name: str, task, overrides: dict | None = None, *, where: str = ""):
     """``models.create_model(name)`` with what the task's data fixes (vocabulary, classes, dimensions) and
     ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
-
     where = where or f"tasks.{task.key}"
     try:
         entry = models.model_entry(name)

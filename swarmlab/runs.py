@@ -27,8 +27,7 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
-from swarmlab.sections import seed
-from swarmlab.sections import task_section as checked
+from swarmlab.sections import seed, task_section as checked
 from tasks import get_task, task_class
 
 
@@ -38,7 +37,6 @@ def default_task(params: dict, cli_task: str | None = None) -> str:
 
 def task_section(params: dict, key: str) -> dict:
     """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
-
     return dataclasses.asdict(checked(params, key))
 
 
@@ -49,7 +47,6 @@ def make_task(params: dict, key: str, *, options: dict | None = None, root: Path
     run on several datasets (``mnist`` and ``fashion_mnist`` both run ``image_generation``). ``task.key`` is the
     section's name: it names the stage (train@<key>), the folders and the MLflow experiment.
     """
-
     sections = params.get("tasks") or {}
     registered = (sections.get(key) or {}).get("task") or key
     task_class(registered)  # an unknown task name first, with the nearest registered names
@@ -79,7 +76,6 @@ class Run:
 
 def task_seeds(params: dict, task_name: str) -> list[int]:
     """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
-
     return list(task_section(params, task_name).get("seeds") or [seed(params)])
 
 
@@ -99,7 +95,6 @@ def write_skipped(
 ) -> dict:
     """The result of a stage that the profile skips for ``task_name``: ``reports/<stage>/<task>/metrics.json`` says
     why, and the stage's other outputs exist (empty where they did not) so that DVC records the stage as run."""
-
     result = {"skipped": reason}
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,5 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
 
 def params_from(args: argparse.Namespace) -> dict:
     """The resolved params of ``--params``/``--profile``, after the environment variables are checked."""
-
     check_environment()
     return load_params(args.params, args.profile)

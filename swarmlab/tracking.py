@@ -31,7 +31,6 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
     minutes), a sqlite store's folder must be writable, and a URI without a scheme (MLflow would take it for the
     deprecated file store) or with an unknown one is refused.
     """
-
     uri = uri or tracking_uri()
     parsed = urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
@@ -120,7 +119,6 @@ def run_context(params: dict) -> dict:
     """Tags saying where a run comes from: ``dvc_exp_name``, ``dvc_exp_baseline_rev``, ``dvc_stage`` (DVC's variables,
     each only when DVC set it) and ``params_overrides`` (see above; absent when git cannot tell). A Ray worker reads its driver's
     (``$SWARMLAB_RUN_CONTEXT``)."""
-
     if os.environ.get(CONTEXT_ENV):
         return json.loads(os.environ[CONTEXT_ENV])
     tags = {k.lower(): os.environ[k] for k in DVC_ENV if os.environ.get(k)}

@@ -17,7 +17,6 @@ from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
 
 def check_settings(params: dict) -> dict:
     """The checked ``sweep`` section (swarmlab/sections.py: SweepConfig), as a dict."""
-
     return dataclasses.asdict(section(params, "sweep"))
 
 
