@@ -118,9 +118,17 @@ def tiny_data(tmp_path_factory) -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: every socket stays bound until all are chosen, so the OS cannot hand one port out
+    twice (two bind-and-close calls may get the same port back; Ray refuses a node whose components share one)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def short_tmpdir(prefix: str) -> str:
@@ -179,19 +187,20 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-def _node_ports() -> list[str]:
-    """Explicit free ports for one node, so that it cannot clash with another Ray on this machine."""
-    ports = []
-    for flag in (
-        "--node-manager-port",
-        "--object-manager-port",
-        "--metrics-export-port",
-        "--dashboard-agent-listen-port",
-        "--dashboard-agent-grpc-port",
-        "--runtime-env-agent-port",
-    ):
-        ports += [flag, str(free_port())]
-    return ports
+NODE_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--metrics-export-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+)
+
+
+def _node_ports(ports: list[int]) -> list[str]:
+    """Explicit free ports for one node (from ``free_ports``), so that it cannot clash with another Ray on this
+    machine, nor its components with each other."""
+    return [arg for flag, port in zip(NODE_PORT_FLAGS, ports, strict=True) for arg in (flag, str(port))]
 
 
 def _stop(proc: subprocess.Popen | None) -> None:
@@ -225,7 +234,9 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
     temp_dir = short_tmpdir("rc")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
-    port = free_port()
+    k = len(NODE_PORT_FLAGS)
+    port, *ports = free_ports(1 + 2 * k)  # the head's GCS port and both nodes' components, all distinct
+    head_ports, worker_ports = ports[:k], ports[k:]
     address = f"127.0.0.1:{port}"
     common = ["--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}", "--disable-usage-stats"]
     head = worker = None
@@ -241,7 +252,7 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
                 f"--num-cpus={head_cpus}",
                 "--include-dashboard=false",
                 *common,
-                *_node_ports(),
+                *_node_ports(head_ports),
             ],
             env=env,
             stdout=logs[0],
@@ -258,7 +269,7 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
                 assert time.monotonic() < deadline, "the head did not start"
                 time.sleep(0.2)
         worker = subprocess.Popen(
-            [RAY, "start", f"--address={address}", f"--num-cpus={worker_cpus}", *common, *_node_ports()],
+            [RAY, "start", f"--address={address}", f"--num-cpus={worker_cpus}", *common, *_node_ports(worker_ports)],
             env=env,
             stdout=logs[1],
             stderr=subprocess.STDOUT,
