@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from swarmlab.document import Document, Heading, Para, Table
 from swarmlab.errors import SwarmlabError
 from swarmlab import plots
+from swarmlab.report import reruns
 from swarmlab.report.cells import fmt, short
 from swarmlab.report.inputs import read_json
 from swarmlab.report.results import RunResult, mean_of, runs_from
@@ -125,9 +126,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
             d.add(img)
     not_run = [e["label"] for e in results.get("points", []) if e.get("status") != "ok"]
     if not_run:
-        again = (
-            f"bash scripts/claims.sh grid {name}" if claims else f"python -m pipelines.ablate --grid {name} --resume"
-        )
+        again = (reruns.CLAIMS_GRID if claims else reruns.GRID).format(grid=name)
         rep.missing.append(f"ablation `{name}` ({source}): points not finished: {', '.join(not_run)} (`{again}`)")
     return d.blocks
 
@@ -165,14 +164,11 @@ def ablation_section(rep: Report) -> list:
                 points = [p["label"] for p in rep.code.grid_points(rep.params, name)]
             except SwarmlabError as exc:
                 points = [f"(grid not valid: {exc})"]
-            rep.missing.append(
-                f"ablation `{name}`: not run: `bash scripts/claims.sh grid {name}` or "
-                f"`python -m pipelines.ablate --grid {name}` ({len(points)} points)"
-            )
+            claims_cmd, own_cmd = reruns.CLAIMS_GRID.format(grid=name), reruns.GRID.format(grid=name)
+            rep.missing.append(f"ablation `{name}`: not run: `{claims_cmd}` or `{own_cmd}` ({len(points)} points)")
             d.add(
                 Para(
-                    f"Not run yet: `bash scripts/claims.sh grid {name}` (the `claims` profile) or "
-                    f"`python -m pipelines.ablate --grid {name}` (this profile) — points: "
+                    f"Not run yet: `{claims_cmd}` (the `claims` profile) or `{own_cmd}` (this profile) — points: "
                     + ", ".join(f"`{p}`" for p in points)
                     + "."
                 )

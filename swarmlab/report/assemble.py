@@ -19,7 +19,7 @@ from typing import Callable
 
 from swarmlab.document import Bullets, Document, Heading, Image, Para, to_html, to_markdown
 from swarmlab.io import atomic_dir, atomic_write_text
-from swarmlab.report import ablations, figures, memory, papers, side, tables
+from swarmlab.report import ablations, figures, memory, papers, reruns, side, tables
 from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
@@ -107,8 +107,8 @@ class Report:
                     default_seed=seed,
                     source="reports/claims (scripts/claims.sh)",
                     root=self.reports,
-                    rerun="bash scripts/claims.sh task {task}",
-                    rerun_grid="bash scripts/claims.sh grid {grid}",
+                    rerun=reruns.CLAIMS_TASK,
+                    rerun_grid=reruns.CLAIMS_GRID,
                     params_prefix="profiles.claims.",
                 ),
             )

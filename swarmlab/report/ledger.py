@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from swarmlab.report import stats
+from swarmlab.report import reruns, stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
 from swarmlab.report.results import RunResult, mean_of, read_task, runs_from
@@ -87,8 +87,8 @@ class Ledger:
         stale: dict[str, Staleness] | None = None,
         source: str = "",
         root: Path | None = None,
-        rerun: str = "dvc repro {stage}@{task}",
-        rerun_grid: str = "python -m pipelines.ablate --grid {grid} --profile claims",
+        rerun: str = reruns.STAGE,
+        rerun_grid: str = reruns.GRID,
         params_prefix: str = "",
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
@@ -462,9 +462,7 @@ class Ledger:
         ablate command copied to ``reports/ablations/<grid>/items/<point>/``."""
         point = next((p for p in res.get("points") or [] if p.get("label") == label), None)
         if point is None or point.get("status") != "ok":
-            return None, (
-                f"point `{label}` of grid `{grid}` has no result: `python -m pipelines.ablate --grid {grid} --resume`"
-            )
+            return None, (f"point `{label}` of grid `{grid}` has no result: `{self.rerun_grid.format(grid=grid)}`")
         runs = runs_from(
             res.get("task") or "",
             point.get("evaluate") or {},

@@ -235,7 +235,7 @@ def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
     assert row.verdict == SUPPORTED and "t_local=3 vs t_local=1" in row.ours
     assert row.budget == "3 points, each 2,000 steps"  # the grid's budget, not a blank
     missing = decide(reports, claim("cs", {**best, "grid": "cluster_size"}))
-    assert missing.verdict == UNTESTABLE and "--grid cluster_size --profile claims" in missing.why
+    assert missing.verdict == UNTESTABLE and "`python -m pipelines.ablate --grid cluster_size --resume`" in missing.why
     pair_grid = {
         "kind": "pairwise",
         "grid": "t_local",
@@ -280,3 +280,10 @@ def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(repo
     grid = {"kind": "pairwise", "grid": "g", "task": "t", "a": "x=1", "b": "x=2", "metric": "test_accuracy"}
     grid_why = decide_across(claim("grid", {**grid, "direction": "a_higher"}), ledgers).why
     assert "reports/claims: the ablation was not run: `bash scripts/claims.sh grid g`" in grid_why
+    # a grid that ran but left a point unfinished names the same command, which resumes it
+    write_grid(claims_dir, "g", {"x=1": {0: 0.8, 1: 0.81}, "x=2": {0: 0.82, 1: 0.83}})
+    res = json.loads((claims_dir / "ablations" / "g" / "results.json").read_text())
+    res["points"][1]["status"] = "not run"
+    (claims_dir / "ablations" / "g" / "results.json").write_text(json.dumps(res))
+    grid_why = decide_across(claim("grid", {**grid, "direction": "a_higher"}), ledgers).why
+    assert "point `x=2` of grid `g` has no result: `bash scripts/claims.sh grid g`" in grid_why
