@@ -10,7 +10,8 @@ rebuilds data (the augmentation on/off grid reruns ``augment`` and ``tokenize``)
 
 MLflow runs land in the usual store, in the task's experiment, tagged ``ablation_grid`` / ``ablation_point``
 and renamed ``<model>-seed<k> [<grid> <point>]``. Results: ``reports/ablations/<grid>/results.json``
-(written after every point; ``--resume`` skips finished points) and ``history/<point>.csv``. The report stage
+(written after every point; ``--resume`` skips finished points and continues an interrupted one in its
+workspace, keeping its finished runs) and ``history/<point>.csv``. The report stage
 turns them into a table and a plot.
 
     python -m pipelines.ablate --grid G [--profile P] [--points a,b] [--resume] [--dry-run] [--no-tracking]
@@ -84,7 +85,7 @@ def ablate(
         if point["point"] in done:
             print(f"[{grid}/{point['point']}] done before (--resume): skipped", flush=True)
             continue
-        entry = run_point(params, spec, point, grid, root=root, tracking=tracking)
+        entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
         results["points"] = [entry if e["point"] == point["point"] else e for e in results["points"]]
         if entry["status"] == "ok":
             history_src = Path(entry["workspace"]) / "reports" / "train" / spec["task"] / "history"
@@ -109,7 +110,11 @@ def main(argv=None) -> None:
     parser.add_argument("--grid", default=None, help="a grid under `ablations` in params.yaml")
     parser.add_argument("--list", action="store_true", help="list the grids and their points, run nothing")
     parser.add_argument("--points", default=None, help="comma-separated subset of the grid's points (folder names)")
-    parser.add_argument("--resume", action="store_true", help="keep the points results.json already has as ok")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the points results.json already has as ok, and the finished runs of an interrupted point",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the points and their workspaces, run nothing")
     parser.add_argument("--no-tracking", action="store_true", help="train and evaluate without MLflow")
     args = parser.parse_args(argv)

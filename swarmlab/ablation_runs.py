@@ -24,8 +24,13 @@ TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that tak
 DEFAULT_STAGES = ("train", "evaluate")
 
 
-def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool) -> dict:
-    """Run the point's stages in its own workspace; returns its entry of results.json."""
+def run_point(
+    params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool, resume: bool = False
+) -> dict:
+    """Run the point's stages in its own workspace; returns its entry of results.json. ``resume`` keeps what an
+    interrupted pass left in the workspace: the train stage keeps its finished runs (same settings, code and data)
+    and continues its interrupted one, so a killed grid loses at most the evaluations since a run's last checkpoint.
+    """
     task = spec["task"]
     p = point_params(params, spec, point, grid)
     steps = make_task(p, task).data_steps()  # a data step of the task (IMDB's augment) runs as the data stage's step
@@ -36,13 +41,21 @@ def run_point(params: dict, spec: dict, point: dict, grid: str, *, root: Path, t
             f"ablations.{grid}.stages: {unknown} are not stages a point can run: {', '.join([*TASK_STAGES, *steps])}"
         )
     side = root / point["point"]
-    if side.exists():
+    if side.exists() and not resume:
         shutil.rmtree(side)
-    side.mkdir(parents=True)
+    elif side.exists():
+        print(f"[{grid}/{point['point']}] --resume: continuing in {side}", flush=True)
+    side.mkdir(parents=True, exist_ok=True)
     for rel in spec.get("reuse", ["data"]):
         src, dst = WORK_ROOT / rel, side / rel
         if not src.exists():
             raise SwarmlabError(f"ablations.{grid}.reuse: {src} does not exist: build it first (dvc repro)")
+        if dst.is_symlink() and dst.resolve() == src.resolve():
+            continue  # linked on the interrupted pass
+        if dst.is_symlink() or dst.is_file():
+            dst.unlink()
+        elif dst.exists():
+            shutil.rmtree(dst)
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.symlink_to(src, target_is_directory=src.is_dir())
     write_params_file(p, side / "params.yaml")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import pytest
 import yaml
@@ -142,6 +143,33 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
     write_report(params, reports=tmp_path / "reports", outputs=tmp_path / "outputs")
     md = (tmp_path / "reports" / "REPORT.md").read_text()
     assert "### `layers`" in md and "| num_layers=2 | ok |" in md and "report/figures/ablation_layers.png" in md
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path):
+    """A grid killed inside a point (here: after train, before its results were written) loses no finished run on
+    --resume: the point's workspace stays and train keeps the run; without --resume the point starts afresh."""
+    params = toy_params()
+    params["tasks"]["toy_counting"]["seeds"] = [0, 1]
+    roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    first = ablate(params, "layers", only=["num_layers=1"], tracking=False, **roots)
+    assert first["points"][0]["status"] == "ok"
+    side = roots["out_root"] / "layers" / "num_layers=1"
+    ckpt = side / "outputs" / "train" / "toy_counting" / "transformer-seed0" / "best.pt"
+    before = ckpt.stat().st_mtime_ns
+    # the kill: results.json never heard of the point, and seed 1's run was cut short (no final folder)
+    results_file = roots["report_root"] / "ablations" / "layers" / "results.json"
+    results_file.write_text(json.dumps({"points": []}))
+    shutil.rmtree(side / "outputs" / "train" / "toy_counting" / "transformer-seed1")
+    again = ablate(params, "layers", only=["num_layers=1"], resume=True, tracking=False, **roots)
+    assert again["points"][0]["status"] == "ok", again["points"][0]
+    assert ckpt.stat().st_mtime_ns == before  # seed 0 kept, not retrained
+    log = (side / "run.log").read_text()
+    assert "keep  transformer-seed0" in log and "keep  transformer-seed1" not in log
+    assert set(again["points"][0]["evaluate"]) == {"transformer-seed0", "transformer-seed1"}
+    fresh = ablate(params, "layers", only=["num_layers=1"], tracking=False, **roots)  # no --resume: from scratch
+    assert fresh["points"][0]["status"] == "ok" and ckpt.stat().st_mtime_ns != before
+    assert "keep" not in (side / "run.log").read_text()
 
 
 def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypatch):
