@@ -88,14 +88,12 @@ def ablate(
         entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
         results["points"] = [entry if e["point"] == point["point"] else e for e in results["points"]]
         if entry["status"] == "ok":
-            history_src = Path(entry["workspace"]) / "reports" / "train" / spec["task"] / "history"
+            history_src = root / point["point"] / "reports" / "train" / spec["task"] / "history"
             for csv_file in sorted(history_src.glob("*.csv")):
                 (out_dir / "history").mkdir(parents=True, exist_ok=True)
                 suffix = "" if len(entry.get("train", {})) <= 1 else f"__{csv_file.stem}"
                 shutil.copy(csv_file, out_dir / "history" / f"{point['point']}{suffix}.csv")
-            items = (
-                Path(entry["workspace"]) / "reports" / "evaluate" / spec["task"] / "items"
-            )  # the ledger's paired tests
+            items = root / point["point"] / "reports" / "evaluate" / spec["task"] / "items"  # the ledger's paired tests
             if items.is_dir():
                 shutil.copytree(items, out_dir / "items" / point["point"], dirs_exist_ok=True)
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")

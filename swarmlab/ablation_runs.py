@@ -80,7 +80,10 @@ def run_point(
                 "error": " / ".join(tail),
                 "wall_s": round(time.perf_counter() - started, 1),
             }
-    entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": str(side)}
+    # the workspace relative to the repo root where it lies inside it, so that a committed results.json names no machine
+    where = side.resolve()
+    workspace = str(where.relative_to(REPO_ROOT)) if where.is_relative_to(REPO_ROOT) else str(where)
+    entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": workspace}
     runs = [run.name for run in task_runs(p, task)]
     for stage in ("train", "evaluate"):
         f = side / "reports" / stage / task / "metrics.json"

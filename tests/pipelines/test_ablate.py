@@ -146,14 +146,16 @@ def test_one_grid_end_to_end_feeds_the_report(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path):
+def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path, monkeypatch):
     """A grid killed inside a point (here: after train, before its results were written) loses no finished run on
     --resume: the point's workspace stays and train keeps the run; without --resume the point starts afresh."""
     params = toy_params()
     params["tasks"]["toy_counting"]["seeds"] = [0, 1]
     roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    monkeypatch.setattr("swarmlab.ablation_runs.REPO_ROOT", tmp_path)  # as if the work folder were in the repo
     first = ablate(params, "layers", only=["num_layers=1"], tracking=False, **roots)
     assert first["points"][0]["status"] == "ok"
+    assert first["points"][0]["workspace"] == "outputs/ablations/layers/num_layers=1"  # no machine's path
     side = roots["out_root"] / "layers" / "num_layers=1"
     ckpt = side / "outputs" / "train" / "toy_counting" / "transformer-seed0" / "best.pt"
     before = ckpt.stat().st_mtime_ns
