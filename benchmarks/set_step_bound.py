@@ -32,73 +32,21 @@ path); ``--with-plain`` adds ``swarm fast=False`` (plain autograd).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.utils.flop_counter as fc
 
 from models import create_model
-from swarmlab.bench import timed, timed_cpu, train_step
+from swarmlab.bench import count_flops, timed, timed_cpu, train_step
 from swarmlab.machine import describe_cpu
 from swarmlab.params import PARAMS_FILE, load_params, read_yaml
 
 TASK = "clustering_direct"
 CEILING_N = 1024  # square fp32 matmul for the ceiling
 SWARM_SHAPE = (1024, 192, 768)  # (rows, H, 4H): one block of SWARM(192-10-1)'s recurrence matmul
-
-
-# ---- FLOP formulas torch's counter does not register (it gets shapes, not tensors) --------------------------
-
-
-def _inplace_addmm(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    return fc.addmm_flop(self_shape, a_shape, b_shape)
-
-
-def _inplace_baddbmm(self_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    return fc.baddbmm_flop(self_shape, a_shape, b_shape)
-
-
-def _cpu_flash(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    return fc.sdpa_flop_count(query_shape, key_shape, value_shape)
-
-
-def _cpu_flash_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    return fc.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
-def _rnn_forward_flops(input_shape, w_ih_shape, w_hh_shape) -> int:
-    """One LSTM layer, one direction: every row (time step x sequence) does x W_ih^T and h W_hh^T, 2 FLOPs a MAC."""
-    rows = math.prod(input_shape[:-1])
-    return 2 * rows * (w_ih_shape[0] * w_ih_shape[1] + w_hh_shape[0] * w_hh_shape[1])
-
-
-def _mkldnn_rnn(input_shape, w_ih_shape, w_hh_shape, *args, out_shape=None, **kwargs) -> int:
-    return _rnn_forward_flops(input_shape, w_ih_shape, w_hh_shape)
-
-
-def _mkldnn_rnn_backward(input_shape, w_ih_shape, w_hh_shape, *args, out_shape=None, **kwargs) -> int:
-    return 2 * _rnn_forward_flops(input_shape, w_ih_shape, w_hh_shape)  # grads of the inputs and of the weights
-
-
-aten = torch.ops.aten
-EXTRA_FLOPS = {
-    aten.addmm_: _inplace_addmm,
-    aten.baddbmm_: _inplace_baddbmm,
-    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward,
-    aten.mkldnn_rnn_layer: _mkldnn_rnn,
-    aten.mkldnn_rnn_layer_backward: _mkldnn_rnn_backward,
-}
-
-
-def count_step_flops(step) -> int:
-    with fc.FlopCounterMode(display=False, custom_mapping=EXTRA_FLOPS) as counter:
-        step()
-    return counter.get_total_flops()
 
 
 # ---- timing ------------------------------------------------------------------------------------------------
@@ -134,7 +82,7 @@ def measure(task: dict, rows, B: int, N: int, threads: int, rounds: int) -> dict
         torch.manual_seed(0)
         model = create_model(name, dim_input=2, dim_output=10, **overrides)
         steps[label] = train_step(model, (x, mask), labels, torch.optim.Adam(model.parameters(), lr=1e-3))
-        flops[label] = count_step_flops(steps[label])  # also the warm-up (Adam state, allocator)
+        flops[label] = count_flops(steps[label])  # also the warm-up (Adam state, allocator)
         params[label] = sum(p.numel() for p in model.parameters())
     ceilings = {"square": make_matmul(CEILING_N, CEILING_N, CEILING_N), "swarm": make_matmul(*SWARM_SHAPE)}
     times = {label: [] for label in steps}
