@@ -28,7 +28,7 @@ REQUIRES = ("cuda",)
 KINDS = {
     "threshold": (("task", "model", "metric", "op", "value"), ()),
     "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid")),
-    "ratio": (("source", "numerator", "op", "value"), ("denominator", "path")),
+    "ratio": (("source", "numerator", "op", "value"), ("denominator", "path", "count")),
     "delta": (("grid", "task", "model", "metric", "with", "without", "low", "high", "protocol"), ()),
     "best_of": (("grid", "metric", "mode", "best"), ()),
     "figure": (("task", "glob"), ()),
@@ -123,6 +123,8 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
             return f"decided_by.source {d['source']!r} is not one of {', '.join(RATIO_SOURCES)}"
         if d["source"] == "table" and not d.get("path"):
             return "decided_by.source table needs a path (relative to reports/)"
+        if not isinstance(d.get("count", False), bool):
+            return "decided_by.count must be true or false (true: the fields are counts, such as FLOPs, not timings)"
         for side in ("numerator", "denominator"):
             sel = d.get(side)
             if sel is not None and (

@@ -397,17 +397,18 @@ class Ledger:
         )
         where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
         verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
+        count = d.get("count", False)  # counts (FLOPs) are exact; timings and memory readings are one measurement
         why = (
-            f"one measurement per point (no interval): {fmt(value)} {op} {fmt(target)} is "
-            f"{'true' if met else 'false'} ({where})"
+            f"{'a count, exact' if count else 'one measurement per point (no interval)'}: {fmt(value)} {op} "
+            f"{fmt(target)} is {'true' if met else 'false'} ({where})"
         )
         return Row(
             c,
             verdict,
             why,
-            ours=f"{fmt(value)} (one measurement)",
+            ours=f"{fmt(value)} ({'a count' if count else 'one measurement'})",
             value=value,
-            test="one benchmark measurement",
+            test="a count (exact)" if count else "one benchmark measurement",
             budget=f"{d['numerator']['tokens']:,} tokens",
             stale=self._stale_of(stage) if stage else "",
             compared=[(label, value, value, value), ("paper", target, target, target)],
@@ -462,7 +463,7 @@ class Ledger:
         ablate command copied to ``reports/ablations/<grid>/items/<point>/``."""
         point = next((p for p in res.get("points") or [] if p.get("label") == label), None)
         if point is None or point.get("status") != "ok":
-            return None, (f"point `{label}` of grid `{grid}` has no result: `{self.rerun_grid.format(grid=grid)}`")
+            return None, f"point `{label}` of grid `{grid}` has no result: `{self.rerun_grid.format(grid=grid)}`"
         runs = runs_from(
             res.get("task") or "",
             point.get("evaluate") or {},

@@ -60,3 +60,15 @@ def test_bad_entries_are_one_line_each_and_all_reported(tmp_path):
         [sys.executable, "-m", "swarmlab.report.claims", str(bad)], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert proc.returncode == 2 and proc.stderr.count("error: ") == 4
+
+
+def test_a_ratio_count_flag_must_be_a_boolean(tmp_path):
+    raw = yaml.safe_load(CLAIMS_FILE.read_text())
+    entry = next(c for c in raw["claims"] if c["decided_by"].get("count") is True)
+    entry["decided_by"]["count"] = "yes"
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    errors, _ = check_file(bad)
+    assert errors == [
+        f"{entry['id']}: decided_by.count must be true or false (true: the fields are counts, such as FLOPs, not timings)"
+    ]

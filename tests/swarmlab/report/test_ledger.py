@@ -287,3 +287,32 @@ def test_the_claims_profile_s_reports_come_first_and_the_pipeline_s_fill_in(repo
     (claims_dir / "ablations" / "g" / "results.json").write_text(json.dumps(res))
     grid_why = decide_across(claim("grid", {**grid, "direction": "a_higher"}), ledgers).why
     assert "point `x=2` of grid `g` has no result: `bash scripts/claims.sh grid g`" in grid_why
+
+
+def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurement(tmp_path):
+    reports = tmp_path / "reports"
+    (reports / "side").mkdir(parents=True)
+    (reports / "side" / "cost.txt").write_text(
+        "CPU: test\n\n| model | L | forward MFLOP / seq | train ms |\n|---|---:|---:|---:|\n"
+        "| new | 256 | 1,800.0 | 30 |\n| old | 256 | 1,000.0 | 60 |\n| new | 1024 | 9,000.0 | 90 |\n"
+    )
+    flops = {
+        "kind": "ratio",
+        "source": "table",
+        "path": "side/cost.txt",
+        "op": "<",
+        "value": 1.0,
+        "count": True,
+        "numerator": {"model": "new", "tokens": 256, "field": "forward MFLOP / seq"},
+        "denominator": {"model": "old", "tokens": 256, "field": "forward MFLOP / seq"},
+    }
+    fewer = decide(reports, claim("flops", flops, paper_profile="cpu"))  # 1.8 < 1 is false, at the paper's profile
+    assert fewer.verdict == CONTRADICTED and fewer.value == pytest.approx(1.8)
+    assert fewer.test == "a count (exact)" and fewer.why.startswith("a count, exact: 1.8")
+    timing = {**flops, "count": False, "numerator": {**flops["numerator"], "field": "train ms"}}
+    timing["denominator"] = {**flops["denominator"], "field": "train ms"}
+    faster = decide(reports, claim("fast", timing, paper_profile="cpu"))  # 30 / 60 = 0.5 < 1
+    assert faster.verdict == SUPPORTED and faster.test == "one benchmark measurement"
+    absent = {**flops, "numerator": {**flops["numerator"], "tokens": 4096}}
+    row = decide(reports, claim("absent", absent, paper_profile="cpu"))
+    assert row.verdict == UNTESTABLE and "no row new at L = 4096" in row.why
