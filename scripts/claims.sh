@@ -8,7 +8,8 @@
 #
 # Work folder: outputs/claims (SWARMLAB_WORKDIR; its data is built at the claims profile's options). Results:
 # reports/claims/<stage>/<task>/ and reports/claims/ablations/<grid>/ (committed; the report's ledger reads them).
-# A killed piece resumes: train and the grids pick up their unfinished runs (--resume).
+# A killed piece resumes: train and the grids pick up their unfinished runs (--resume); a grid whose results were
+# kept (committed) with points missing resumes from them in a fresh clone too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -49,6 +50,12 @@ then
 fi
 for name in "$@"; do
   if [ "$mode" = grid ]; then
+    # a grid kept in reports/claims but not in this work folder (a fresh clone, another machine): its finished
+    # points are carried over, so that --resume runs only the points still missing
+    if [ ! -e "$WORK/reports/ablations/$name" ] && [ -e "$KEEP/ablations/$name/results.json" ]; then
+      mkdir -p "$WORK/reports/ablations" && cp -r "$KEEP/ablations/$name" "$WORK/reports/ablations/$name"
+      echo "[claims] resuming grid $name from its results in $KEEP/ablations/$name" >&2
+    fi
     stage ablate --grid "$name" --resume
     keep "ablations/$name"
     continue
