@@ -35,6 +35,10 @@ def _test_cell(runs: list[RunResult], metric: str) -> tuple[str, float | None, t
     return f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}] ({seeds})", iv.value, (iv.lo, iv.hi)
 
 
+def _megabytes(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
 def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str, claims: bool) -> list:
     """One folder's results of one grid: a row per (point, model) with its seeds pooled, and the figure."""
     d = Document("")
@@ -74,6 +78,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
                     fmt(mean_of(mine, "train_samples_per_s")),
                     fmt(mean_of(mine, "train_time_s")),
                     fmt(mean_of(mine, "latency_ms_p50")),
+                    _megabytes(mean_of(mine, "peak_memory_mb")),
                     ", ".join(sorted({str(r.train.get("stopped", "—")) for r in mine})) or "—",
                     f"{' '.join(links) or 'no MLflow run'} · {', '.join(commits)}",
                 ]
@@ -87,7 +92,8 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
             f"From {source}: task `{results.get('task')}`, profile `{results.get('profile')}`, command "
             f"`{results.get('command')}`, commit {short(results.get('git_commit'))}. Several seeds per point: the "
             "test column is their mean with its t-interval, then each seed's value; the other columns are means "
-            "over the seeds (test latency: the evaluate stage's median batch, ms). The points share their seeds, so "
+            "over the seeds (test latency: the evaluate stage's median batch, ms; peak memory: its process's peak "
+            "resident memory on CPU, or the GPU's peak allocation). The points share their seeds, so "
             "the ledger's paired test between two points is sharper than these intervals."
         ),
         Table(
@@ -101,11 +107,12 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
                 "train samples/s",
                 "net train s",
                 "test latency ms",
+                "peak memory MB",
                 "stopped",
                 "runs · commit",
             ],
             rows,
-            "llrrrrrrrll",
+            "llrrrrrrrrll",
         ),
     )
     if any(v is not None for v in val + test):

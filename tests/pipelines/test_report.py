@@ -350,7 +350,7 @@ def grid_results(task: str, points: dict[str, list[float]]) -> dict:
                     k: {**v, "val_accuracy": 0.7, "num_params": 100, "stopped": "max_steps"} for k, v in runs.items()
                 },
                 "evaluate": {
-                    k: {**v, "test_accuracy": a, "latency_ms_p50": 10.0 + s}
+                    k: {**v, "test_accuracy": a, "latency_ms_p50": 10.0 + s, "peak_memory_mb": 500.0 + 100 * s}
                     for s, (k, v) in enumerate(runs.items())
                     for a in [accs[s]]
                 },
@@ -373,9 +373,10 @@ def test_the_ablations_section_shows_the_claims_profile_grids_with_seeds_pooled(
     section = md[md.index("## Ablations") :]
     t_local = section[section.index("### `t_local`") : section.index("### `cluster_size`")]
     assert "From reports/claims" in t_local and "Not run yet" not in t_local
-    # mean 0.72, t(0.975, 2) * 0.02 / sqrt(3) = 0.0497: [0.6703, 0.7697]; latency: mean of 10, 11, 12 ms
+    # mean 0.72, t(0.975, 2) * 0.02 / sqrt(3) = 0.0497: [0.6703, 0.7697]; latency: mean of 10, 11, 12 ms; peak
+    # memory: mean of 500, 600, 700 MB
     row = next(r for r in t_local.splitlines() if r.startswith("| t_local=1 "))
-    assert "| 3 |" in row and "0.7200 [0.6703, 0.7697] (0.7000, 0.7200, 0.7400)" in row and "| 11 |" in row
+    assert "| 3 |" in row and "0.7200 [0.6703, 0.7697] (0.7000, 0.7200, 0.7400)" in row and "| 11 | 600 |" in row
     assert "report/figures/ablation_claims_t_local.png" in t_local
     cluster = section[section.index("### `cluster_size`") :]
     assert "Not run yet: `bash scripts/claims.sh grid cluster_size`" in cluster.split("###")[1]
