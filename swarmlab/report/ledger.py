@@ -446,14 +446,19 @@ class Ledger:
             text = path.read_text(encoding="utf-8")
         except OSError:
             return None, f"no {path}"
-        for header, cells in _md_rows(text):
-            row = dict(zip(header, cells))
-            if row.get("model") == sel["model"] and row.get("L") == str(sel["tokens"]):
-                try:
-                    return float(row[sel["field"]].replace(",", "")), ""
-                except (KeyError, ValueError):
-                    return None, f"no number in column {sel['field']!r} of {path}"
-        return None, f"no row {sel['model']} at L = {sel['tokens']} in {path}"
+        rows = [
+            row
+            for row in (dict(zip(header, cells)) for header, cells in _md_rows(text))
+            if row.get("model") == sel["model"] and row.get("L") == str(sel["tokens"])
+        ]
+        if not rows:
+            return None, f"no row {sel['model']} at L = {sel['tokens']} in {path}"
+        # a file may hold several tables of the same models (counts, then timings): the first with the column
+        row = next((r for r in rows if sel["field"] in r), None)
+        try:
+            return float(row[sel["field"]].replace(",", "")), ""
+        except (TypeError, ValueError):
+            return None, f"no number in column {sel['field']!r} for {sel['model']} at L = {sel['tokens']} in {path}"
 
     def _ablation(self, grid: str):
         return _json(self.reports / "ablations" / grid / "results.json")

@@ -293,9 +293,10 @@ def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurem
     reports = tmp_path / "reports"
     (reports / "side").mkdir(parents=True)
     (reports / "side" / "cost.txt").write_text(
-        "CPU: test\n\n| model | L | forward MFLOP / seq | train ms |\n|---|---:|---:|---:|\n"
-        "| new | 256 | 1,800.0 | 30 |\n| old | 256 | 1,000.0 | 60 |\n| new | 1024 | 9,000.0 | 90 |\n"
-    )
+        "CPU: test\n\n| model | L | forward MFLOP / seq |\n|---|---:|---:|\n"
+        "| new | 256 | 1,800.0 |\n| old | 256 | 1,000.0 |\n| new | 1024 | 9,000.0 |\n\n"
+        "## Timing\n\n| model | L | train ms |\n|---|---:|---:|\n| new | 256 | 30 |\n| old | 256 | 60 |\n"
+    )  # two tables of the same rows: each field is read from the table that has its column
     flops = {
         "kind": "ratio",
         "source": "table",
@@ -316,3 +317,6 @@ def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurem
     absent = {**flops, "numerator": {**flops["numerator"], "tokens": 4096}}
     row = decide(reports, claim("absent", absent, paper_profile="cpu"))
     assert row.verdict == UNTESTABLE and "no row new at L = 4096" in row.why
+    nowhere = {**flops, "numerator": {**flops["numerator"], "field": "memory MB"}}
+    row = decide(reports, claim("nowhere", nowhere, paper_profile="cpu"))
+    assert row.verdict == UNTESTABLE and "no number in column 'memory MB' for new at L = 256" in row.why
