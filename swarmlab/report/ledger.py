@@ -454,10 +454,10 @@ class Ledger:
         if not rows:
             return None, f"no row {sel['model']} at L = {sel['tokens']} in {path}"
         # a file may hold several tables of the same models (counts, then timings): the first with the column
-        row = next((r for r in rows if sel["field"] in r), None)
+        cell = next((r[sel["field"]] for r in rows if sel["field"] in r), None)
         try:
-            return float(row[sel["field"]].replace(",", "")), ""
-        except (TypeError, ValueError):
+            return float(cell.replace(",", "")), ""
+        except (AttributeError, ValueError):  # no table with the column (None), or no number in it
             return None, f"no number in column {sel['field']!r} for {sel['model']} at L = {sel['tokens']} in {path}"
 
     def _ablation(self, grid: str):
