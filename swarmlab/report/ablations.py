@@ -35,10 +35,6 @@ def _test_cell(runs: list[RunResult], metric: str) -> tuple[str, float | None, t
     return f"{fmt(iv.value, metric)} [{fmt(iv.lo, metric)}, {fmt(iv.hi, metric)}] ({seeds})", iv.value, (iv.lo, iv.hi)
 
 
-def _megabytes(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
 def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str, claims: bool) -> list:
     """One folder's results of one grid: a row per (point, model) with its seeds pooled, and the figure."""
     d = Document("")
@@ -78,7 +74,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
                     fmt(mean_of(mine, "train_samples_per_s")),
                     fmt(mean_of(mine, "train_time_s")),
                     fmt(mean_of(mine, "latency_ms_p50")),
-                    _megabytes(mean_of(mine, "peak_memory_mb")),
+                    fmt(mean_of(mine, "peak_memory_mb"), "peak_memory_mb"),
                     ", ".join(sorted({str(r.train.get("stopped", "—")) for r in mine})) or "—",
                     f"{' '.join(links) or 'no MLflow run'} · {', '.join(commits)}",
                 ]

@@ -20,6 +20,8 @@ def fmt(v, metric: str = "") -> str:
         return f"{int(round(v)):,}"
     if re.search(r"accuracy|precision|recall|f1|ari", metric) and 0 <= v <= 1:
         return f"{v:.4f}"
+    if metric.endswith("memory_mb") and abs(v) >= 100:
+        return f"{v:,.0f}"  # whole megabytes: 988 beside 1,085, not 988.0
     a = abs(v)
     if a >= 1000:
         return f"{v:,.0f}"

@@ -111,7 +111,7 @@ def cross_family_section(rep: Report) -> list:
         for model in t.models:
             tr, ev = t.train.get(model) or {}, t.evaluate.get(model) or {}
             mem = (
-                f"{fmt(ev.get('peak_memory_mb'))} MB ({ev.get('peak_memory_kind', '?')}, {ev.get('device', '?')})"
+                f"{fmt(ev.get('peak_memory_mb'), 'peak_memory_mb')} MB ({ev.get('peak_memory_kind', '?')}, {ev.get('device', '?')})"
                 if is_number(ev.get("peak_memory_mb"))
                 else "—"
             )
@@ -196,7 +196,7 @@ def runtime_section(rep: Report) -> list:
                     str(ev.get("batch_size", "?")),
                     f"{fmt(ev.get('latency_ms_p50'))} / {fmt(ev.get('latency_ms_p95'))}",
                     fmt(ev.get("throughput_samples_per_s")),
-                    f"{fmt(ev.get('peak_memory_mb'))} ({ev.get('peak_memory_kind', '?')})",
+                    f"{fmt(ev.get('peak_memory_mb'), 'peak_memory_mb')} ({ev.get('peak_memory_kind', '?')})",
                     rep.provenance(t, model),
                 ]
             )
