@@ -2,6 +2,7 @@ import pytest
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.params import load_params, validate_all
+from swarmlab.run_config import model_overrides, train_settings
 
 BASE = """
 profile: a
@@ -72,6 +73,11 @@ def test_repo_params_resolve_for_every_profile():
     imdb = paper["tasks"]["imdb"]
     assert paper["train"]["patience"] == 5 and imdb["model_overrides"]["dropout"] == 0.4
     assert set(imdb["models"]) == {"swarmformer_small", "swarmformer_base"}
+    # each model at its own column of the seed's Table 1, as the train stage resolves it
+    columns = {"swarmformer_small": (96, 4.76e-4, 0.0541, 0.3), "swarmformer_base": (48, 4.74e-4, 0.0381, 0.4)}
+    for model, column in columns.items():
+        t = train_settings(paper, "imdb", model)
+        assert (t["batch_size"], t["lr"], t["weight_decay"], model_overrides(paper, "imdb", model)["dropout"]) == column
 
 
 def test_only_the_declared_sections_override_at_the_top_level(tmp_path):
