@@ -3,7 +3,8 @@
 # work folder of its own so that the default profile's results stay in place, and kept where the ledger reads it:
 #
 #   bash scripts/claims.sh task <task> [<task>...]   data, train, evaluate (and sample, for a generative task)
-#   bash scripts/claims.sh grid <grid> [<grid>...]   an ablation grid (python -m pipelines.ablate --resume)
+#   bash scripts/claims.sh grid <grid> [<grid>...]   an ablation grid (python -m pipelines.ablate --resume), after
+#                                                    its task's data where that is missing
 #   bash scripts/claims.sh --profile smoke task ...  the same at another profile (a quick check of the script)
 #
 # Work folder: outputs/claims (SWARMLAB_WORKDIR; its data is built at the claims profile's options). Results:
@@ -24,7 +25,6 @@ if [ "$mode" != task ] && [ "$mode" != grid ] || [ $# -eq 0 ]; then
   echo "error: usage: bash scripts/claims.sh task <task>... | grid <grid>..." >&2
   exit 2
 fi
-mkdir -p "$WORK" "$KEEP"
 export SWARMLAB_WORKDIR="$WORK"
 stage() { echo "[claims] python -m pipelines.$*" >&2; python -m "pipelines.$1" "${@:2}" --profile "$PROFILE"; }
 keep() {  # copy one stage's reports of the work folder into reports/claims, replacing the previous copy
@@ -32,6 +32,27 @@ keep() {  # copy one stage's reports of the work folder into reports/claims, rep
   [ -e "$src" ] || return 0
   rm -rf "$dst.tmp" && mkdir -p "$(dirname "$dst")" && cp -r "$src" "$dst.tmp" && rm -rf "$dst" && mv "$dst.tmp" "$dst"
 }
+# Every name is checked first, so that a wrong one costs nothing (one line, exit 2); and the data folder of each
+# piece's task (a task, or the one a grid trains: a grid builds no data, it reuses the work folder's) is listed for
+# the generic data stage below, where the task has one (Task.build_data)
+needs_data=$(python - "$mode" "$PROFILE" "$@" <<'EOF'
+import sys
+from swarmlab.ablations import grid_spec
+from swarmlab.errors import SwarmlabError
+from swarmlab.params import load_params
+from swarmlab.runs import make_task
+from tasks.base import Task
+mode, profile, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    params = load_params(profile=profile)
+    keys = [grid_spec(params, n)["task"] if mode == "grid" else n for n in names]
+    tasks = [make_task(params, k) for k in dict.fromkeys(keys)]
+except SwarmlabError as exc:
+    sys.exit(f"error: {exc}")
+print("\n".join(f"{t.key}={t.data_dir}" for t in tasks if type(t).build_data is not Task.build_data))
+EOF
+) || exit 2
+mkdir -p "$WORK" "$KEEP"
 # IMDB's stages first when their data is missing and a piece reads it (a task whose options name data/prepared or
 # data/tokenized: the imdb task and its grids, LRA Text); the set and image pieces do not wait for them
 if [ ! -d "$WORK/data/tokenized" ] && python - "$mode" "$PROFILE" "$@" <<'EOF'
@@ -48,6 +69,9 @@ EOF
 then
   stage data --task imdb   # its three steps in order: prepare, augment, tokenize
 fi
+while IFS='=' read -r -u 3 key dir; do  # after IMDB's: LRA Text reads its prepared reviews
+  [ -z "$key" ] || [ -d "$dir" ] || stage data --task "$key"
+done 3<<< "$needs_data"
 for name in "$@"; do
   if [ "$mode" = grid ]; then
     # a grid kept in reports/claims but not in this work folder (a fresh clone, another machine): its finished
@@ -59,18 +83,6 @@ for name in "$@"; do
     stage ablate --grid "$name" --resume
     keep "ablations/$name"
     continue
-  fi
-  # the generic data stage, for the tasks that have one (Task.build_data): the IMDB task's data came from above
-  if python - "$name" "$PROFILE" <<'EOF'
-import sys
-from swarmlab.params import load_params
-from swarmlab.runs import make_task
-from tasks.base import Task
-task = make_task(load_params(profile=sys.argv[2]), sys.argv[1])
-sys.exit(0 if type(task).build_data is not Task.build_data and not task.data_dir.is_dir() else 1)
-EOF
-  then
-    stage data --task "$name"
   fi
   stage train --task "$name" --resume
   stage evaluate --task "$name"

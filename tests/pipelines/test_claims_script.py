@@ -1,5 +1,6 @@
 """scripts/claims.sh: a grid whose results were kept in reports/claims (committed) with some points finished resumes
-from them in a fresh clone, whose work folder holds nothing yet, instead of training every point again."""
+from them in a fresh clone, whose work folder holds nothing yet, instead of training every point again; the data its
+task needs is built first (a grid builds none); a wrong name costs one line and touches nothing."""
 
 from __future__ import annotations
 
@@ -12,35 +13,45 @@ from pathlib import Path
 
 from swarmlab.ablations import grid_points
 from swarmlab.params import load_params
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
-GRID = "long_lr_listops"  # a grid whose task reads no IMDB data, so the script builds nothing before it
+GRID = "long_lr_listops"  # a grid whose task reads no IMDB data: the script builds only ListOps' data
 
 
-def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
+def _clone(tmp_path) -> Path:
     repo = tmp_path / "clone"
     for name in ("scripts", "swarmlab", "pipelines", "tasks", "models"):
         shutil.copytree(REPO_ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO_ROOT / "params.yaml", repo / "params.yaml")
     (repo / ".venv").symlink_to(Path(sys.prefix))  # this environment: the script runs .venv/bin/python
+    return repo
+
+
+def _run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMLAB_")}
+    return subprocess.run(
+        ["bash", "scripts/claims.sh", "--profile", "smoke", *args],
+        cwd=repo,
+        env={**env, "SWARMLAB_PROGRESS": "0", "SWARMLAB_DATASETS": str(SHARED_DATASETS)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
+    repo = _clone(tmp_path)
     kept = repo / "reports" / "claims" / "ablations" / GRID
     kept.mkdir(parents=True)
     points = grid_points(load_params(profile="smoke"), GRID)
     results = {"grid": GRID, "task": "listops", "points": [{**p, "status": "ok", "test": "kept"} for p in points]}
     (kept / "results.json").write_text(json.dumps(results))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMLAB_")}
-    proc = subprocess.run(
-        ["bash", "scripts/claims.sh", "--profile", "smoke", "grid", GRID],
-        cwd=repo,
-        env={**env, "SWARMLAB_PROGRESS": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    # without the carry-over, --resume finds no results in outputs/claims and starts the first point, whose data
-    # (outputs/claims/data) does not exist: exit 2
+    proc = _run(repo, "grid", GRID)
+    # without the carry-over, --resume finds no results in outputs/claims and trains the first point
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
+    assert "python -m pipelines.data --task listops" in out  # the grid's points would find no data
+    assert (repo / "outputs" / "claims" / "data" / "listops" / "meta.json").is_file()
     assert f"resuming grid {GRID} from its results" in out
     assert out.count("done before (--resume): skipped") == len(points)
     work = json.loads((repo / "outputs" / "claims" / "reports" / "ablations" / GRID / "results.json").read_text())
@@ -48,3 +59,15 @@ def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
     assert all(p["status"] == "ok" and p["test"] == "kept" for p in work["points"])
     again = json.loads((kept / "results.json").read_text())  # copied back by the script: the same points
     assert all(p["status"] == "ok" and p["test"] == "kept" for p in again["points"])
+
+
+def test_a_wrong_name_is_one_line_and_touches_nothing(tmp_path):
+    repo = _clone(tmp_path)
+    for args, says in (
+        (("grid", "long_lr"), "no grid 'long_lr' under ablations"),
+        (("task", "listop"), "unknown task"),
+    ):
+        proc = _run(repo, *args)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith(f"error: {says}"), proc.stderr
+    assert not (repo / "outputs").exists() and not (repo / "reports").exists()
