@@ -13,6 +13,9 @@ import yaml
 
 from swarmlab.errors import SwarmlabError
 
+# a task's sections whose mapping-valued entries are one model's (or a glob's) own settings (swarmlab.run_config)
+PER_MODEL_SECTIONS = ("train", "model_overrides")
+
 
 def grid_spec(params: dict, name: str) -> dict:
     grids = params.get("ablations") or {}
@@ -71,12 +74,20 @@ def grid_points(params: dict, name: str) -> list[dict]:
 
 
 def set_dotted(params: dict, dotted: str, value, where: str) -> None:
+    """``params[a][b][c] = value`` for ``dotted`` = ``a.b.c``. A value a grid sets or varies is the one its points run
+    with, for every model: set in a task's ``train`` or ``model_overrides``, it also replaces the same key in that
+    section's per-model mappings (``{lr: ..., hsw_small: {lr: ...}}``), which would otherwise win over it."""
     node, parts = params, dotted.split(".")
     for part in parts[:-1]:
         if not isinstance(node.get(part), dict):
             raise SwarmlabError(f"{where}: {dotted!r} does not name a params section ({part!r} is not a mapping)")
         node = node[part]
-    node[parts[-1]] = copy.deepcopy(value)
+    key = parts[-1]
+    node[key] = copy.deepcopy(value)
+    if len(parts) == 4 and parts[0] == "tasks" and parts[2] in PER_MODEL_SECTIONS and not isinstance(value, dict):
+        for mapping in node.values():  # the section's per-model mappings: its mapping-valued entries
+            if isinstance(mapping, dict):
+                mapping.pop(key, None)
 
 
 def point_params(params: dict, spec: dict, point: dict, grid: str) -> dict:

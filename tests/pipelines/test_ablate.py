@@ -12,6 +12,7 @@ import yaml
 from pipelines.ablate import ablate
 from swarmlab.ablations import grid_points, point_params, write_params_file
 from swarmlab.params import load_params
+from swarmlab.run_config import train_settings
 from swarmlab.errors import SwarmlabError
 
 
@@ -65,6 +66,29 @@ def test_a_grid_sets_shared_values_on_every_point_without_naming_them():
         )
     with pytest.raises(SwarmlabError, match=r"ablations.g.set: 'seed.x' does not name a params section"):
         point_params(params, {"set": {"seed.x": 1}}, points[0], "g")
+
+
+def test_a_varied_value_wins_over_a_models_own_setting():
+    """The claims profile sets each long model's chosen lr under its name; its lr grid must still vary the lr of
+    every model (a per-model mapping would otherwise win, and every point would train at the chosen lr)."""
+    params = load_params(profile="claims")
+    assert isinstance(params["tasks"]["lra_text"]["train"].get("hsw_small"), dict)  # the case this guards
+    for grid, task in (("long_lr_text", "lra_text"), ("long_lr_listops", "listops")):
+        spec = params["ablations"][grid]
+        lrs = set()
+        for point in grid_points(params, grid):
+            p = point_params(params, spec, point, grid)
+            lr = train_settings(p, task, point["model"])["lr"]
+            assert lr == point["overrides"][f"tasks.{task}.train.lr"]
+            lrs.add(lr)
+        assert len(lrs) == 3
+    # a model's other settings stay; the resolved params themselves (the final runs) keep the chosen lr
+    mine = copy.deepcopy(params)
+    mine["tasks"]["lra_text"]["train"]["hsw_small"] = {"lr": 2.0e-4, "warmup_steps": 7}
+    p = point_params(mine, {"set": {"tasks.lra_text.train.lr": 1.0}}, {"overrides": {}, "model": None}, "g")
+    assert p["tasks"]["lra_text"]["train"]["hsw_small"] == {"warmup_steps": 7}
+    assert train_settings(p, "lra_text", "hsw_small")["lr"] == 1.0
+    assert train_settings(mine, "lra_text", "hsw_small")["lr"] == 2.0e-4
 
 
 def test_a_point_writes_a_params_file_the_stages_accept(tmp_path):
