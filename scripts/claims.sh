@@ -32,10 +32,11 @@ keep() {  # copy one stage's reports of the work folder into reports/claims, rep
   [ -e "$src" ] || return 0
   rm -rf "$dst.tmp" && mkdir -p "$(dirname "$dst")" && cp -r "$src" "$dst.tmp" && rm -rf "$dst" && mv "$dst.tmp" "$dst"
 }
-# Every name is checked first, so that a wrong one costs nothing (one line, exit 2); and the data folder of each
-# piece's task (a task, or the one a grid trains: a grid builds no data, it reuses the work folder's) is listed for
-# the generic data stage below, where the task has one (Task.build_data)
-needs_data=$(python - "$mode" "$PROFILE" "$@" <<'EOF'
+# Every name is checked first, so that a wrong one costs nothing (one line, exit 2); then the data each piece's task
+# reads and lacks is built, in order: IMDB's first (prepare, augment, tokenize) when a task reads data/prepared or
+# data/tokenized (the imdb task and its grids, LRA Text), then each task's own (Task.build_data: the long tasks, the
+# set tasks...). A grid builds no data (its points reuse the work folder's), so the task it trains counts here too.
+data_tasks=$(python - "$mode" "$PROFILE" "$@" <<'EOF'
 import sys
 from swarmlab.ablations import grid_spec
 from swarmlab.errors import SwarmlabError
@@ -47,31 +48,17 @@ try:
     params = load_params(profile=profile)
     keys = [grid_spec(params, n)["task"] if mode == "grid" else n for n in names]
     tasks = [make_task(params, k) for k in dict.fromkeys(keys)]
+    imdb = make_task(params, "imdb")
 except SwarmlabError as exc:
     sys.exit(f"error: {exc}")
-print("\n".join(f"{t.key}={t.data_dir}" for t in tasks if type(t).build_data is not Task.build_data))
+reads = {str(v) for t in tasks for v in vars(t.options).values()}
+build = ["imdb"] if reads & {"data/prepared", "data/tokenized"} and not imdb.data_dir.is_dir() else []
+build += [t.key for t in tasks if type(t).build_data is not Task.build_data and not t.data_dir.is_dir()]
+print(" ".join(dict.fromkeys(build)))
 EOF
 ) || exit 2
 mkdir -p "$WORK" "$KEEP"
-# IMDB's stages first when their data is missing and a piece reads it (a task whose options name data/prepared or
-# data/tokenized: the imdb task and its grids, LRA Text); the set and image pieces do not wait for them
-if [ ! -d "$WORK/data/tokenized" ] && python - "$mode" "$PROFILE" "$@" <<'EOF'
-import sys
-from swarmlab.ablations import grid_spec
-from swarmlab.params import load_params
-from swarmlab.runs import make_task
-mode, profile, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-params = load_params(profile=profile)
-tasks = [grid_spec(params, n)["task"] if mode == "grid" else n for n in names]
-reads = {str(v) for t in tasks for v in vars(make_task(params, t).options).values()}
-sys.exit(0 if reads & {"data/prepared", "data/tokenized"} else 1)
-EOF
-then
-  stage data --task imdb   # its three steps in order: prepare, augment, tokenize
-fi
-while IFS='=' read -r -u 3 key dir; do  # after IMDB's: LRA Text reads its prepared reviews
-  [ -z "$key" ] || [ -d "$dir" ] || stage data --task "$key"
-done 3<<< "$needs_data"
+for key in $data_tasks; do stage data --task "$key"; done
 for name in "$@"; do
   if [ "$mode" = grid ]; then
     # a grid kept in reports/claims but not in this work folder (a fresh clone, another machine): its finished
