@@ -36,7 +36,9 @@ def toy_params(values=(1, 2)) -> dict:
 def test_the_repo_grids_are_valid_at_every_profile():
     for profile in ("smoke", "cpu", "claims", "paper"):
         params = load_params(profile=profile)
-        assert {"t_local", "cluster_size", "enhanced_switches", "enhanced_ends", "augment", "swarm_head"} <= set(params["ablations"])
+        assert {"t_local", "cluster_size", "enhanced_switches", "enhanced_ends", "augment", "swarm_head"} <= set(
+            params["ablations"]
+        )
         for grid in params["ablations"]:
             points = grid_points(params, grid)
             assert len(points) >= 2 and len({p["point"] for p in points}) == len(points)
