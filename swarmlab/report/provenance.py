@@ -19,12 +19,29 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
 
 IGNORED_DIRS = ("__pycache__",)  # .dvcignore
 IGNORED_SUFFIXES = (".pyc",)
+
+
+class DvcYamlLoader(yaml.SafeLoader):
+    """YAML as DVC reads it (YAML 1.2 numbers): DVC writes ``3e-05`` into dvc.lock for a param written ``3.0e-5``, a
+    float to DVC and to YAML 1.2 but a string to PyYAML's YAML 1.1 rules, which would mark the stage stale."""
+
+
+DvcYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=DvcYamlLoader)
 
 
 # -------------------------------------------------------------------------------------- a number's provenance
@@ -139,11 +156,11 @@ def stale_stages(
     do not count (under ``dvc repro`` the report stage runs before DVC writes its new lock entry)."""
     root = Path(root)
     try:
-        lock = yaml.safe_load((root / lock_file).read_text(encoding="utf-8")) or {}
+        lock = _yaml((root / lock_file).read_text(encoding="utf-8")) or {}
     except OSError:
         return {}
     try:
-        params = yaml.safe_load((root / params_file).read_text(encoding="utf-8")) or {}
+        params = _yaml((root / params_file).read_text(encoding="utf-8")) or {}
     except OSError:
         params = {}
     stages = lock.get("stages") or {}
@@ -199,7 +216,7 @@ def stale_stages(
 
 def _load(path: Path):
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return _yaml(path.read_text(encoding="utf-8")) or {}
     except OSError:
         return {}
 

@@ -115,3 +115,14 @@ def test_changing_a_code_file_after_a_run_marks_its_numbers_stale_in_the_report(
     assert stale_listed(md) == {f"evaluate@{TASK}"}
     rows = [line for line in md.splitlines() if line.startswith("| `transformer` |") and f"evaluate@{TASK}" in line]
     assert rows and all(f"**stale** (rerun evaluate@{TASK})" in r for r in rows)
+
+
+def test_a_param_dvc_wrote_in_exponent_form_is_the_same_float(tmp_path):
+    """DVC writes 3.0e-5 from params.yaml as 3e-05 in dvc.lock; YAML 1.1 reads that as a string, DVC as a float."""
+    (tmp_path / "dvc.lock").write_text(
+        "schema: '2.0'\nstages:\n  first:\n    cmd: echo\n    params:\n      params.yaml:\n        x: [3e-05, 1e3]\n"
+    )
+    (tmp_path / "params.yaml").write_text("x: [3.0e-5, 1.0e+3]\n")
+    assert stale_stages(tmp_path) == {}
+    (tmp_path / "params.yaml").write_text("x: [1.0e-4, 1.0e+3]\n")  # a real change still counts
+    assert set(stale_stages(tmp_path)) == {"first"}
