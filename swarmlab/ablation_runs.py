@@ -18,7 +18,7 @@ from swarmlab.ablations import point_params, write_params_file
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT, WORK_ROOT, tracking_uri
 from swarmlab.runs import make_task, task_runs
-from swarmlab.tracking import unique_name
+from swarmlab.tracking import open_client, unique_name
 
 TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
 DEFAULT_STAGES = ("train", "evaluate")
@@ -102,9 +102,7 @@ def run_point(
 def tag_runs(runs: dict, grid: str, point: dict) -> None:
     """Tag each point's runs and name them ``<run> [<grid> <point>] | <profile> | ...``: the point goes in after the
     run key, the rest of the train stage's name stays, and a rerun of the grid gets `` #2`` (names stay unique)."""
-    from mlflow.tracking import MlflowClient  # here, not at the top: heavy, and only a tracked grid needs it
-
-    client = MlflowClient(tracking_uri=tracking_uri())
+    client = open_client(tracking_uri())
     for run, run_id in runs.items():
         if not run_id:
             continue

@@ -6,6 +6,7 @@ so a sweep's trial processes can each hold their own run, nested under a parent 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -168,6 +169,40 @@ class NullTracker:
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
+@contextlib.contextmanager
+def store_lock(uri: str):
+    """Hold an exclusive lock beside a sqlite store while MLflow opens it.
+
+    A process that opens a sqlite store first creates its tables and runs MLflow's schema migrations; two processes
+    that open a new store at the same moment (two claims pieces, two grids started together) both migrate it and one
+    fails (``duplicate column name``). The lock (``<db>.lock``, advisory) makes the second wait for the first. Other
+    stores (a server, a database) migrate on their side: no lock.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl  # POSIX only, like the rest of the pipeline's process handling
+
+    db = Path(uri[len("sqlite:///") :]).expanduser().resolve()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def open_client(uri: str | None = None):
+    """An ``MlflowClient`` on ``uri`` (the tracking URI by default), opened under ``store_lock``: every process of
+    the pipeline opens its store here, so two never migrate a new sqlite store at once."""
+    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
+
+    uri = uri or tracking_uri()
+    with store_lock(uri):
+        return MlflowClient(tracking_uri=uri)
+
+
 class MlflowTracker:
     """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``."""
 
@@ -182,11 +217,10 @@ class MlflowTracker:
         uri: str | None = None,
     ):
         import mlflow  # mlflow: heavy, and only a tracked run needs it
-        from mlflow.tracking import MlflowClient
 
         self.uri = uri or tracking_uri()
         mlflow.set_tracking_uri(self.uri)  # so artifact logging resolves the same store
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = open_client(self.uri)
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = exp.experiment_id if exp else self.create_experiment(self.client, self.uri, experiment)
         if run_id:

@@ -17,7 +17,7 @@ import time
 
 from swarmlab.paths import tracking_uri
 from swarmlab.report.baselines import EXPERIMENT
-from swarmlab.tracking import TRAINING_VIEW_TAGS, MlflowTracker
+from swarmlab.tracking import TRAINING_VIEW_TAGS, MlflowTracker, open_client
 
 
 def entry_hash(entry: dict, citation: str) -> str:
@@ -71,10 +71,9 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
     Returns ``{"experiment_id": ..., "runs": {key: run_id}, "created": n, "replaced": n, "deleted": n}``.
     """
     from mlflow.entities import Metric, Param, RunTag  # mlflow: heavy, and only a tracked run needs it
-    from mlflow.tracking import MlflowClient
 
     uri = uri or tracking_uri()
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     if exp is not None and exp.lifecycle_stage == "deleted":
         client.restore_experiment(exp.experiment_id)

@@ -25,9 +25,9 @@ class MlflowIndex:
             )
             return
         try:
-            from mlflow.tracking import MlflowClient  # here, not at the top: heavy, and the report runs without it
+            from swarmlab.tracking import open_client  # imports mlflow there: heavy, and the report runs without it
 
-            self.client = MlflowClient(tracking_uri=uri)
+            self.client = open_client(uri)
             self.experiments = {e.name: e.experiment_id for e in self.client.search_experiments()}
         except Exception as exc:  # mlflow missing, an unreachable server, a damaged store
             self.status = f"cannot read `{self.show_uri()}`: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"

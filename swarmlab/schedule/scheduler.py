@@ -53,7 +53,7 @@ from swarmlab.run_config import for_model, split_per_model, train_config
 from swarmlab.runs import Run, make_task
 from swarmlab.sections import source_of
 from swarmlab.settings import SettingsError, parse, setting
-from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, run_context
+from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, open_client, run_context
 
 
 @dataclass
@@ -467,9 +467,7 @@ def _import(path: str):
 def _create_experiment(uri: str, name: str) -> None:
     """Create the task's MLflow experiment here, before any worker does (its artifact location must not depend on
     where a worker runs)."""
-    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
-
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri)
     if client.get_experiment_by_name(name) is None:
         MlflowTracker.create_experiment(client, uri, name)
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 def close_orphan_runs(uri: str, parent_run_id: str, trial_ids: set[str]) -> None:
     """Mark KILLED the trial runs of a killed driver whose trials Tune had not recorded (it replaces them)."""
-    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
-
     from swarmlab.sweep.trial import TRIAL_TAG
+    from swarmlab.tracking import open_client
 
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri)
     exp_id = client.get_run(parent_run_id).info.experiment_id
     for run in client.search_runs(
         [exp_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'"

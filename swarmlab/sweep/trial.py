@@ -24,7 +24,7 @@ from swarmlab.engine import TrainConfig, fit
 from swarmlab.run_config import build_model
 from swarmlab.seeds import set_seeds
 from swarmlab.sweep.search_space import ResolvedSpace
-from swarmlab.tracking import MlflowTracker, NullTracker
+from swarmlab.tracking import MlflowTracker, NullTracker, open_client
 from tasks import get_task
 
 TRIAL_TAG = "ray_trial_id"
@@ -97,9 +97,7 @@ def find_trial_run(client, experiment_id: str, sweep_id: str, trial_id: str) -> 
 def _tracker(ctx: TrialContext, trial_id: str):
     if not ctx.tracking_uri:
         return NullTracker(), False
-    from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
-
-    client = MlflowClient(tracking_uri=ctx.tracking_uri)
+    client = open_client(ctx.tracking_uri)
     exp = client.get_experiment_by_name(ctx.experiment)
     existing = find_trial_run(client, exp.experiment_id, ctx.sweep_id, trial_id) if exp else None
     tags = {**ctx.tags, TRIAL_TAG: trial_id, SWEEP_TAG: ctx.sweep_id, "model": ctx.model, "stage": "sweep-trial"}
@@ -283,9 +281,7 @@ class TrialLog(Callback):
         """Close the trial's run if the trial did not (stopped by the scheduler, or crashed for good)."""
         if not self.tracking_uri:
             return
-        from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
-
-        client = MlflowClient(tracking_uri=self.tracking_uri)
+        client = open_client(self.tracking_uri)
         exp = client.get_experiment_by_name(self.experiment)
         run_id = (trial.last_result or {}).get("mlflow_run_id") or (
             find_trial_run(client, exp.experiment_id, self.sweep_id, trial.trial_id) if exp else None

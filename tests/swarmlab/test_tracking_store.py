@@ -1,0 +1,47 @@
+"""Processes that open a new sqlite tracking store at the same moment (two claims pieces or grids started together)
+must not both migrate it: the second waits for the first (swarmlab.tracking.store_lock)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+
+pytest.importorskip("mlflow")
+
+from swarmlab.tracking import MlflowTracker, open_client  # noqa: E402
+
+PROCESSES = 4
+
+
+def _open(uri: str, barrier, errors, k: int) -> None:
+    try:
+        barrier.wait(timeout=60)  # all at once, as two pieces started together
+        tracker = MlflowTracker("race", f"run{k}", uri=uri)
+        tracker.log_metrics({"x": float(k)}, step=0)
+        tracker.finish()
+    except BaseException as exc:  # reported to the parent: a child's traceback alone would not fail the test
+        errors.put(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+def test_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_path):
+    import mlflow  # noqa: F401  (imported before the fork: the children start at the same moment)
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    ctx = mp.get_context("fork")
+    barrier, errors = ctx.Barrier(PROCESSES), ctx.Queue()
+    procs = [ctx.Process(target=_open, args=(uri, barrier, errors, k)) for k in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert not failures, failures
+    assert all(p.exitcode == 0 for p in procs)
+    client = open_client(uri)
+    exp = client.get_experiment_by_name("race")
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == [f"run{k}" for k in range(PROCESSES)]
+    assert (tmp_path / "mlruns.db.lock").is_file()  # the lock lies beside the store
