@@ -102,7 +102,7 @@ def run_point(
 def tag_runs(runs: dict, grid: str, point: dict) -> None:
     """Tag each point's runs and name them ``<run> [<grid> <point>] | <profile> | ...``: the point goes in after the
     run key, the rest of the train stage's name stays, and a rerun of the grid gets `` #2`` (names stay unique)."""
-    client = open_client(tracking_uri())
+    client = open_client()
     for run, run_id in runs.items():
         if not run_id:
             continue

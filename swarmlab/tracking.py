@@ -23,6 +23,12 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.settings import flatten
 
 DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # SQLAlchemy stores MLflow accepts
+SQLITE = "sqlite:///"
+
+
+def sqlite_path(uri: str | None) -> Path | None:
+    """The database file of a ``sqlite:///<path>`` URI, as written (relative paths stay relative); None for others."""
+    return Path(uri[len(SQLITE) :]) if uri and uri.startswith(SQLITE) else None
 
 
 def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str:
@@ -36,11 +42,12 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str
     parsed = urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
     if scheme == "sqlite":
-        if not uri.startswith("sqlite:///"):
+        db = sqlite_path(uri)
+        if db is None:
             raise SwarmlabError(
                 f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db"
             )
-        folder = Path(uri[len("sqlite:///") :]).expanduser().resolve().parent
+        folder = db.expanduser().resolve().parent
         if folder.exists() and not os.access(folder, os.W_OK):
             raise SwarmlabError(
                 f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
@@ -178,12 +185,13 @@ def store_lock(uri: str):
     fails (``duplicate column name``). The lock (``<db>.lock``, advisory) makes the second wait for the first. Other
     stores (a server, a database) migrate on their side: no lock.
     """
-    if not uri.startswith("sqlite:///"):
+    db = sqlite_path(uri)
+    if db is None:
         yield
         return
     import fcntl  # POSIX only, like the rest of the pipeline's process handling
 
-    db = Path(uri[len("sqlite:///") :]).expanduser().resolve()
+    db = db.expanduser().resolve()
     db.parent.mkdir(parents=True, exist_ok=True)
     with open(db.with_name(db.name + ".lock"), "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -239,10 +247,8 @@ class MlflowTracker:
     def create_experiment(client, uri: str, name: str) -> str:
         """Create ``name`` (tagged for the training view); with a sqlite store its artifacts go beside the
         database, never under the cwd."""
-        location = None
-        if uri.startswith("sqlite:///"):
-            db = Path(uri[len("sqlite:///") :])
-            location = (db.parent / "mlartifacts" / name).resolve().as_uri()
+        db = sqlite_path(uri)
+        location = (db.parent / "mlartifacts" / name).resolve().as_uri() if db is not None else None
         try:
             return client.create_experiment(name, artifact_location=location, tags=TRAINING_VIEW_TAGS)
         except Exception:  # created meanwhile by another process (parallel sweep trials)

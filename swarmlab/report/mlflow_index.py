@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swarmlab.report.cells import rel
+from swarmlab.tracking import SQLITE, open_client, sqlite_path
 
 
 class MlflowIndex:
@@ -18,16 +19,15 @@ class MlflowIndex:
         if not enabled:
             self.status = "not read (`--no-mlflow`)"
             return
-        if uri and uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        db = sqlite_path(uri)
+        if db is not None and not db.is_file():
             self.status = (
                 f"no store at `{self.show_uri()}`: run ids and links are not shown (make runs with MLflow on, "
                 f"or point MLFLOW_TRACKING_URI at the store)"
             )
             return
         try:
-            from swarmlab.tracking import open_client  # imports mlflow there: heavy, and the report runs without it
-
-            self.client = open_client(uri)
+            self.client = open_client(uri)  # imports mlflow there: heavy, and the report runs without it
             self.experiments = {e.name: e.experiment_id for e in self.client.search_experiments()}
         except Exception as exc:  # mlflow missing, an unreachable server, a damaged store
             self.status = f"cannot read `{self.show_uri()}`: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
@@ -37,9 +37,9 @@ class MlflowIndex:
         self.status = f"`{self.show_uri()}`: {len(self.experiments)} experiments"
 
     def show_uri(self) -> str:
-        if self.uri and self.uri.startswith("sqlite:///"):
-            path = Path(self.uri[len("sqlite:///") :])
-            return "sqlite:///" + (rel(path, self.root) if self.root is not None else str(path))
+        path = sqlite_path(self.uri)
+        if path is not None:
+            return SQLITE + (rel(path, self.root) if self.root is not None else str(path))
         return self.uri or "?"
 
     def runs(self, experiment: str) -> list:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from swarmlab.paths import REPO_ROOT, tracking_uri
 from swarmlab.errors import SwarmlabError
+from swarmlab.tracking import SQLITE, sqlite_path
 
 
 def ray_installed() -> bool:
@@ -88,8 +89,9 @@ def connect_ray(
 def absolute_tracking_uri() -> str:
     """The tracking URI with any local path made absolute: Ray workers run in other working directories."""
     uri = tracking_uri()
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
+    db = sqlite_path(uri)
+    if db is not None and not db.is_absolute():
+        return f"{SQLITE}{db.resolve()}"
     if "://" not in uri:
         return str(Path(uri).resolve())
     return uri

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-import pytest
-
-pytest.importorskip("mlflow")
-
-from swarmlab.tracking import MlflowTracker, open_client  # noqa: E402
+from swarmlab.tracking import MlflowTracker, open_client
 
 PROCESSES = 4
 
@@ -45,3 +41,21 @@ def test_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_path):
     runs = client.search_runs([exp.experiment_id])
     assert sorted(r.info.run_name for r in runs) == [f"run{k}" for k in range(PROCESSES)]
     assert (tmp_path / "mlruns.db.lock").is_file()  # the lock lies beside the store
+
+
+def test_sqlite_uris_parse_to_their_file_and_workers_get_an_absolute_one(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from swarmlab.schedule.cluster import absolute_tracking_uri
+    from swarmlab.tracking import sqlite_path
+
+    assert sqlite_path("sqlite:///runs/m.db") == Path("runs/m.db")
+    assert sqlite_path("sqlite:////abs/m.db") == Path("/abs/m.db")
+    assert sqlite_path("http://127.0.0.1:5000") is None and sqlite_path(None) is None
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///runs/m.db")
+    assert absolute_tracking_uri() == f"sqlite:///{tmp_path.resolve() / 'runs' / 'm.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////abs/m.db")
+    assert absolute_tracking_uri() == "sqlite:////abs/m.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert absolute_tracking_uri() == "http://127.0.0.1:5000"
