@@ -6,11 +6,14 @@
 #   bash scripts/claims.sh grid <grid> [<grid>...]   an ablation grid (python -m pipelines.ablate --resume), after
 #                                                    its task's data where that is missing
 #   bash scripts/claims.sh --profile smoke task ...  the same at another profile (a quick check of the script)
+#   bash scripts/claims.sh --retest task <task>...   after a setting changed (an lr the search moved): the changed
+#                                                    runs train again and the test is read again, counted as a re-read
 #
 # Work folder: outputs/claims (SWARMLAB_WORKDIR; its data is built at the claims profile's options). Results:
 # reports/claims/<stage>/<task>/ and reports/claims/ablations/<grid>/ (committed; the report's ledger reads them).
-# A killed piece resumes: train and the grids pick up their unfinished runs (--resume); a grid whose results were
-# kept (committed) with points missing resumes from them in a fresh clone too.
+# A killed piece resumes: train continues its interrupted runs from their checkpoints and keeps its finished ones whose
+# settings, code and data are unchanged (a changed run trains again); the grids pick up their unfinished points
+# (--resume); a grid whose results were kept (committed) with points missing resumes from them in a fresh clone too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -18,11 +21,18 @@ export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
 WORK="$PWD/outputs/claims"
 KEEP="$PWD/reports/claims"
 PROFILE=claims
-if [ "${1:-}" = --profile ]; then PROFILE=${2:?--profile needs a name}; shift 2; fi
+RETEST=()
+while [ "${1:-}" = --profile ] || [ "${1:-}" = --retest ]; do
+  if [ "$1" = --retest ]; then RETEST=(--retest); shift; else PROFILE=${2:?--profile needs a name}; shift 2; fi
+done
 mode=${1:-}
 shift || true
 if [ "$mode" != task ] && [ "$mode" != grid ] || [ $# -eq 0 ]; then
-  echo "error: usage: bash scripts/claims.sh task <task>... | grid <grid>..." >&2
+  echo "error: usage: bash scripts/claims.sh [--profile P] [--retest] task <task>... | grid <grid>..." >&2
+  exit 2
+fi
+if [ "$mode" = grid ] && [ ${#RETEST[@]} -gt 0 ]; then
+  echo "error: --retest is for task pieces (train, then evaluate): a grid evaluates its own points" >&2
   exit 2
 fi
 export SWARMLAB_WORKDIR="$WORK"
@@ -71,8 +81,8 @@ for name in "$@"; do
     keep "ablations/$name"
     continue
   fi
-  stage train --task "$name" --resume
-  stage evaluate --task "$name"
+  stage train --task "$name"
+  stage evaluate --task "$name" "${RETEST[@]}"
   if python -c "import sys; from swarmlab.params import load_params; from swarmlab.runs import make_task; \
 from tasks.base import Task; sys.exit(0 if type(make_task(load_params(profile=sys.argv[2]), sys.argv[1])).sample is not Task.sample else 1)" "$name" "$PROFILE"; then
     stage sample --task "$name"

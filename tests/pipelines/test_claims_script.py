@@ -71,3 +71,33 @@ def test_a_wrong_name_is_one_line_and_touches_nothing(tmp_path):
         assert proc.returncode == 2
         assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith(f"error: {says}"), proc.stderr
     assert not (repo / "outputs").exists() and not (repo / "reports").exists()
+
+
+def test_a_task_piece_trains_a_changed_setting_again_and_reads_the_test_again_only_with_retest(tmp_path):
+    """The lr search moves a model's lr in params: the piece must train it again (not refuse it, as --resume did),
+    and its second read of the test split needs --retest, recorded as a re-read."""
+    repo = _clone(tmp_path)
+    first = _run(repo, "task", "listops")
+    assert first.returncode == 0, first.stdout + first.stderr
+    reads = repo / "reports" / "claims" / "evaluate" / "listops" / "test_reads.json"
+    assert not any(r["retest"] for r in json.loads(reads.read_text())["reads"])
+
+    line = "      listops: {model_overrides: {d_model: 16}, train: {max_epochs: 1, max_steps: 4, patience: 0},"
+    text = (repo / "params.yaml").read_text()
+    assert text.count(line) == 1
+    (repo / "params.yaml").write_text(text.replace(line, line.replace("patience: 0}", "patience: 0, lr: 2.0e-3}")))
+
+    refused = _run(repo, "task", "listops")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2, out
+    assert "finished with the same settings" not in out  # every run trained again at the new lr ...
+    assert "[claims] python -m pipelines.evaluate" in out and "pass --retest" in out  # ... and evaluate refused
+
+    again = _run(repo, "--retest", "task", "listops")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "finished with the same settings" in again.stdout + again.stderr  # nothing trained a third time
+    kept = json.loads(reads.read_text())["reads"]
+    runs = len(kept) // 2
+    assert len(kept) == 2 * runs and runs > 0
+    assert [r["retest"] for r in kept] == [False] * runs + [True] * runs
+    assert {r["train_settings"]["lr"] for r in kept[runs:]} == {2.0e-3}
