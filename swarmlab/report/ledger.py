@@ -11,6 +11,12 @@ Verdicts (docs/reports.md):
 * **contradicted**: the interval excludes the claim at the paper's budget (for a pair: the opposite is significant);
 * **not testable here**: with the reason and what would make it testable;
 * **shown for judgement**: a figure claim whose figure exists (judged by eye, never by the code).
+
+A call (supported, contradicted, not supported at this budget) made by a test with a p-value stands only when its
+Benjamini–Hochberg q across every tested claim of the report is below ``ALPHA`` (``apply_fdr``): otherwise the row
+is inconclusive and says what p alone would have called. A result made at a commit that is not in the repository's
+history, or with code that differed from its commit, is refused (``Ledger(known=...)``): decisive runs run from
+committed code.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 from swarmlab.report import reruns, stats
 from swarmlab.report.claims import Claim, models_of
@@ -35,6 +42,8 @@ SHOWN = "shown for judgement"
 VERDICTS = (SUPPORTED, INCONCLUSIVE, BELOW_BUDGET, CONTRADICTED, UNTESTABLE, SHOWN)
 EXACT = ("num_params",)  # counts, not measurements: no interval needed
 LOWER_IS_BETTER = ("loss", "bits_per_dim", "latency", "memory")
+ALPHA = 0.05  # the false discovery rate the ledger's calls are held to (Benjamini–Hochberg across tested claims)
+CALLS = (SUPPORTED, CONTRADICTED, BELOW_BUDGET)  # verdicts that say the interval excludes a boundary
 
 
 @dataclasses.dataclass
@@ -58,6 +67,11 @@ class Row:
     found: bool = True  # False: no run, grid or figure of the claim's kind in this ledger's reports
     source: str = ""  # where the numbers were read, when not the pipeline's reports/
     compared: list[tuple[str, float, float, float]] = dataclasses.field(default_factory=list)  # (label, v, lo, hi)
+    p: float | None = None  # two-sided p of the test the verdict rests on, against the claim's boundary
+    q: float | None = None  # its Benjamini–Hochberg q across the report's tested claims (apply_fdr)
+    before_fdr: str = ""  # the verdict p alone would have called, when the FDR control withheld it
+    runs: list[RunResult] = dataclasses.field(default_factory=list, repr=False)  # the runs the numbers come from
+    other: str = ""  # the other budget's result, where it tells another story (decide_across)
 
 
 def fmt(v: float | None) -> str:
@@ -90,6 +104,7 @@ class Ledger:
         rerun: str = reruns.STAGE,
         rerun_grid: str = reruns.GRID,
         params_prefix: str = "",
+        known: Callable[[str], bool] | None = None,
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
@@ -98,6 +113,8 @@ class Ledger:
         self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
         self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)
         self.stale = stale or {}
+        # whether a commit is in the repository's history (None: not checked, e.g. a work folder outside git)
+        self.known = known
         self._tasks: dict[str, list[RunResult]] = {}
 
     def runs(self, task: str) -> list[RunResult]:
@@ -113,7 +130,51 @@ class Ledger:
         kind = claim.kind
         row = getattr(self, f"_{kind}")(claim)
         row.profile = row.profile or self.profile
+        refused = self._refused(row.runs)
+        if refused:
+            return Row(
+                claim,
+                UNTESTABLE,
+                f"refused: {refused}; decisive runs run from committed code: rerun from a commit of main",
+                profile=row.profile,
+                budget=row.budget,
+                provenance=row.provenance,
+                found=False,
+            )
         return row
+
+    def _refused(self, runs: list[RunResult]) -> str:
+        """Why the runs' numbers cannot decide a claim (a commit not in the history, code that differed from its
+        commit), or ""."""
+        if self.known is None:
+            return ""
+        bad = {}
+        for r in runs:
+            for stage, prov in (("evaluated", r.provenance), ("trained", r.train_provenance)):
+                if stage == "trained" and not prov.commit:
+                    continue  # runs trained before the train record held its commit: the evaluation's decides
+                if not prov.commit:
+                    bad.setdefault("no commit recorded", set()).add(f"{r.run} ({stage})")
+                elif prov.code_changed:
+                    bad.setdefault(f"{prov.commit[:7]} with code that differed from it", set()).add(r.run)
+                elif not self.known(prov.commit):
+                    bad.setdefault(f"{prov.commit[:7]}, not in this repository's history", set()).add(r.run)
+        return "; ".join(f"{', '.join(sorted(v))} made at {k}" for k, v in sorted(bad.items()))
+
+    @staticmethod
+    def _sides(labelled: list[tuple[str, list[RunResult]]]) -> str:
+        """Each side's training and evaluation commits, and a flag when the sides were trained at different code."""
+        parts = []
+        for label, runs in labelled:
+            train = sorted({r.train_provenance.commit[:7] for r in runs if r.train_provenance.commit})
+            ev = sorted({str(r.provenance).split(" ·")[0] for r in runs})
+            parts.append(
+                f"{label}: trained at {', '.join(train) or 'a commit not recorded'}, evaluated at {', '.join(ev)}"
+            )
+        codes = [{r.train.get("code") for r in runs} for _, runs in labelled]
+        if len(labelled) > 1 and all(None not in c for c in codes) and len(set().union(*codes)) > 1:
+            parts.append("**the sides were trained at different code**")
+        return "; ".join(parts)
 
     def _at_paper_budget(self, claim: Claim, models_used: list[tuple[list[str], str]]) -> bool:
         return self.profile == claim.paper_profile and all(m == names[0] for names, m in models_used)
@@ -205,8 +266,9 @@ class Ledger:
         base = dict(
             seeds=len(runs),
             budget=self._budget(runs),
-            provenance=str(runs[0].provenance),
+            provenance=self._sides([(model, runs)]),
             stale=self._stale_of(stage_of("evaluate", d["task"])),
+            runs=runs,
         )
         if iv is None:
             return Row(
@@ -244,6 +306,7 @@ class Ledger:
             hi=iv.hi,
             test=iv.test,
             compared=[(f"{model}", iv.value, iv.lo, iv.hi), ("paper", v, v, v)],
+            p=iv.p_against(v) if op != "==" else None,  # "==" is met by an interval holding v: no test to call
             **base,
         )
 
@@ -265,13 +328,15 @@ class Ledger:
         base = dict(
             seeds=len(seeds),
             budget=f"{d['protocol']}; " + self._budget(ra),
-            provenance=f"{a}: {ra[0].provenance}; {b}: {rb[0].provenance}",
+            provenance=self._sides([(a, ra), (b, rb)]),
             stale=self._stale_of(stage_of("evaluate", d["task"])),
+            runs=ra + rb,
         )
         if not seeds:
             return Row(c, UNTESTABLE, f"`{a}` and `{b}` share no seed", **base)
         ra = [r for r in ra if r.seed in seeds]
         rb = [r for r in rb if r.seed in seeds]
+        base["runs"] = ra + rb
         diff, why = self._difference(ra, rb, metric)
         if diff is None:
             va, vb = ra[0].value(metric), rb[0].value(metric)
@@ -281,12 +346,16 @@ class Ledger:
         lo, hi = diff.lo, diff.hi
         if direction == "a_higher":
             met, opposite = lo > 0, hi < 0
+            p = diff.p_against(0.0)
         elif direction == "a_lower":
             met, opposite = hi < 0, lo > 0
+            p = diff.p_against(0.0)
         elif direction == "a_not_worse":
             met, opposite = lo > -margin, hi < -margin
-        else:  # equal within the margin
+            p = diff.p_against(-margin)
+        else:  # equal within the margin: both bounds must be excluded to call it equal (two one-sided tests)
             met, opposite = (lo > -margin and hi < margin), (lo > margin or hi < -margin)
+            p = _within(diff, -margin, margin, opposite)
         va, vb = (self._mean(ra, metric), self._mean(rb, metric))
         ours = f"{a} {fmt(va)} vs {b} {fmt(vb)}: Δ {fmt(diff.diff)} " + (
             "(exact)" if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]"
@@ -321,6 +390,7 @@ class Ledger:
             hi=hi,
             test=diff.test,
             compared=[(f"{a} − {b}", diff.diff, lo, hi)],
+            p=p,
             **base,
         )
 
@@ -513,6 +583,7 @@ class Ledger:
         low, high = d["low"], d["high"]
         at_paper = self.profile == c.paper_profile
         ours = f"Δ {fmt(diff.diff)} [{fmt(diff.lo)}, {fmt(diff.hi)}]"
+        p = _within(diff, low, high, diff.hi < low or diff.lo > high)
         if diff.lo >= low and diff.hi <= high:
             verdict, why = SUPPORTED, f"the gain's interval lies within [{low}, {high}]"
         elif diff.hi < low or diff.lo > high:
@@ -534,6 +605,9 @@ class Ledger:
             seeds=len(ra),
             budget=f"{d['protocol']}; " + self._budget(ra),
             compared=[("with − without", diff.diff, diff.lo, diff.hi)],
+            p=p,
+            provenance=self._sides([(d["with"], ra), (d["without"], rb)]),
+            runs=ra + rb,
         )
 
     def _best_of(self, c: Claim) -> Row:
@@ -547,17 +621,25 @@ class Ledger:
                 found=False,
             )
         metric, sign = d["metric"], 1 if d["mode"] == "max" else -1
+        # the two points to test are chosen on validation (the grid's monitored metric and its mode), never on test
+        monitor = res.get("monitor")
+        val = f"val_{monitor}" if monitor else ""
+        vsign = 1 if res.get("mode", "max") == "max" else -1
         scored = {}
         for p in res.get("points") or []:
             runs, _ = self._point_runs(d["grid"], res, p.get("label"))
-            if runs and self._mean(runs, metric) is not None:
+            if runs and self._mean(runs, metric) is not None and val and self._mean(runs, val) is not None:
                 scored[p["label"]] = runs
         claimed = [k for k in scored if k in d["best"]]
         others = [k for k in scored if k not in d["best"]]
         if not claimed or not others:
-            return Row(c, UNTESTABLE, f"grid `{d['grid']}` lacks finished points on both sides of the claim")
-        best_claimed = max(claimed, key=lambda k: sign * self._mean(scored[k], metric))
-        best_other = max(others, key=lambda k: sign * self._mean(scored[k], metric))
+            return Row(
+                c,
+                UNTESTABLE,
+                f"grid `{d['grid']}` lacks finished points with a validation score on both sides of the claim",
+            )
+        best_claimed = max(claimed, key=lambda k: vsign * self._mean(scored[k], val))
+        best_other = max(others, key=lambda k: vsign * self._mean(scored[k], val))
         ra, rb, why = self._grid_pair(d["grid"], best_claimed, best_other)
         diff, why = self._difference(ra, rb, metric) if ra else (None, why)
         if diff is None:
@@ -568,15 +650,22 @@ class Ledger:
                 f"{best_other} {fmt(self._mean(scored[best_other], metric))}, but no test: {why}",
             )
         lo, hi = sorted((sign * diff.lo, sign * diff.hi))
+        chosen = (
+            f" (each side's best point chosen on validation {val}: "
+            f"{best_claimed} {fmt(self._mean(scored[best_claimed], val))}, "
+            f"{best_other} {fmt(self._mean(scored[best_other], val))})"
+        )
         if lo > 0:
-            verdict, why = SUPPORTED, f"{best_claimed} is significantly better than the best other point, {best_other}"
+            verdict = SUPPORTED
+            why = f"{best_claimed} is significantly better than the best other point, {best_other}{chosen}"
         elif hi < 0:
             verdict = self._excluded(self.profile == c.paper_profile)
-            why = f"{best_other} is significantly better than every point the paper names"
+            why = f"{best_other}, the best other point, is significantly better than {best_claimed}{chosen}"
         else:
             verdict, why = (
                 INCONCLUSIVE,
-                (f"{best_claimed} and {best_other} (the best point outside the claim) do not differ significantly"),
+                f"{best_claimed} and {best_other} (the best point outside the claim) do not differ "
+                f"significantly{chosen}",
             )
         return Row(
             c,
@@ -590,6 +679,9 @@ class Ledger:
             seeds=len(ra),
             budget=f"{len(scored)} points, each " + self._budget(ra),
             compared=[(f"{best_claimed} − {best_other}", sign * diff.diff, lo, hi)],
+            p=diff.p_against(0.0),
+            provenance=self._sides([(best_claimed, ra), (best_other, rb)]),
+            runs=ra + rb,
         )
 
     def _figure(self, c: Claim) -> Row:
@@ -610,6 +702,34 @@ class Ledger:
     def _untestable(self, c: Claim) -> Row:
         d = c.decided_by
         return Row(c, UNTESTABLE, f"{d['reason']}; would take: {d['command']}")
+
+
+def _within(diff: stats.Difference, low: float, high: float, outside: bool) -> float | None:
+    """The p of a claim that the difference lies within [low, high]: outside it, the p against the bound it is beyond
+    (the nearer one); otherwise the larger of the two bounds' p (both must be excluded to call it within)."""
+    p_low, p_high = diff.p_against(low), diff.p_against(high)
+    if p_low is None or p_high is None:
+        return None
+    if outside:
+        return p_low if diff.diff < low else p_high
+    return max(p_low, p_high)
+
+
+def apply_fdr(rows: list[Row], alpha: float = ALPHA) -> list[Row]:
+    """Benjamini–Hochberg across the rows decided by a test with a p-value (``stats.fdr``): each gets its q, and a
+    call (supported, contradicted, not supported at this budget) whose q is not below ``alpha`` becomes inconclusive,
+    saying what p alone would have called. Rows without a p (counts, single measurements, untestable, figures) are
+    outside the family. Returns the rows (changed in place)."""
+    family = [r for r in rows if r.p is not None and r.verdict not in (UNTESTABLE, SHOWN)]
+    for r, q in zip(family, stats.fdr([r.p for r in family])):
+        r.q = q
+        if r.verdict in CALLS and q >= alpha:
+            r.before_fdr, r.verdict = r.verdict, INCONCLUSIVE
+            r.why = (
+                f"p = {r.p:.3g} alone would call it {r.before_fdr}, but q = {q:.3g} ≥ {alpha} after "
+                f"Benjamini–Hochberg across the {len(family)} tested claims: not called · {r.why}"
+            )
+    return rows
 
 
 def _json(path: Path):

@@ -33,7 +33,8 @@ class RunResult:
     train: dict  # the train entry (val_*, steps, train_time_s, ...)
     items: dict | None  # per-item test scores
     reconstructed: bool  # items rebuilt from counts (legacy run)
-    provenance: Provenance
+    provenance: Provenance  # of the numbers: the evaluation's commit (the training's where none was evaluated)
+    train_provenance: Provenance = Provenance(None, None, None, "")  # the training's (recorded since 2026-11-25)
 
     def value(self, metric: str):
         """``metric`` as recorded: the evaluate entry's, else the train entry's."""
@@ -100,6 +101,7 @@ def runs_from(task: str, evaluate: dict, train: dict, items_dir: Path, default_s
                 items,
                 reconstructed,
                 provenance(parts["test"] or parts["train"], None),
+                provenance(parts["train"], None),
             )
         )
     return out

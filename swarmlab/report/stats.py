@@ -26,8 +26,32 @@ RESAMPLES = 2000
 LEVEL = 0.95
 
 
+class _Tested:
+    """What lets a result be tested against any boundary, not only 0: the per-seed values of a t-based result
+    (``sample``), or the resampled statistics of a bootstrap (``draws``). Neither: an exact count or one
+    measurement, which has no p."""
+
+    sample: tuple[float, ...] | None
+    draws: np.ndarray | None
+
+    def p_against(self, x: float) -> float | None:
+        """The two-sided p of "the true value is ``x``": Student's t on the per-seed values (``scipy.stats.ttest_1samp``),
+        or the bootstrap's own p (twice the smaller tail of the resamples beyond ``x``, at least 1 / resamples).
+        Consistent with the interval: at ``LEVEL`` = 0.95, p < 0.05 exactly when the interval excludes ``x`` (t) or
+        nearly so (bootstrap)."""
+        if self.sample is not None:
+            x_ = np.asarray(self.sample, dtype=float)
+            if np.ptp(x_) == 0:  # no spread: the values are the value
+                return 0.0 if float(x_[0]) != x else 1.0
+            return float(sps.ttest_1samp(x_, popmean=x).pvalue)
+        if self.draws is not None:
+            d = self.draws
+            return float(min(1.0, max(2 * min(np.mean(d <= x), np.mean(d >= x)), 1 / len(d))))
+        return None
+
+
 @dataclasses.dataclass(frozen=True)
-class Interval:
+class Interval(_Tested):
     """A value with its ``level`` interval [lo, hi] and the test that made it."""
 
     value: float
@@ -35,14 +59,17 @@ class Interval:
     hi: float
     n: int  # test items (bootstrap) or seeds (across seeds)
     test: str
+    sample: tuple[float, ...] | None = None  # per-seed values (a t-interval)
+    draws: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)  # bootstrap resamples
 
     def excludes(self, x: float) -> bool:
         return x < self.lo or x > self.hi
 
 
 @dataclasses.dataclass(frozen=True)
-class Difference:
-    """``a - b`` with its interval, a two-sided p-value and the test; ``significant``: the interval excludes 0."""
+class Difference(_Tested):
+    """``a - b`` with its interval, a two-sided p-value against 0 and the test; ``significant``: the interval
+    excludes 0. ``p_against(x)`` tests another boundary (a margin)."""
 
     diff: float
     lo: float
@@ -50,10 +77,37 @@ class Difference:
     p: float
     n: int
     test: str
+    sample: tuple[float, ...] | None = None  # per-seed differences (a paired t-test)
+    draws: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)  # bootstrap resamples
 
     @property
     def significant(self) -> bool:
         return self.lo > 0 or self.hi < 0
+
+
+def fdr(pvalues: list[float]) -> list[float]:
+    """Benjamini–Hochberg q-values (``scipy.stats.false_discovery_control``) of a family of tests, in their order."""
+    if not pvalues:
+        return []
+    return [float(q) for q in sps.false_discovery_control(np.asarray(pvalues, dtype=float), method="bh")]
+
+
+def seeds_for_power(
+    differences: list[float], *, effect: float | None = None, power: float = 0.8, alpha: float = 0.05, cap: int = 20
+) -> int | None:
+    """The fewest matched seeds at which a two-sided paired t-test at ``alpha`` detects ``effect`` (default: the
+    differences' own mean) with ``power``, given the seed-to-seed spread of ``differences`` (their standard
+    deviation); None when even ``cap`` seeds do not (or the differences have no spread to plan with)."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2 or float(d.std(ddof=1)) == 0:
+        return None
+    size = abs(float(d.mean()) if effect is None else effect) / float(d.std(ddof=1))
+    for n in range(2, cap + 1):
+        t = sps.t.ppf(1 - alpha / 2, n - 1)
+        nc = size * math.sqrt(n)
+        if sps.nct.sf(t, n - 1, nc) + sps.nct.cdf(-t, n - 1, nc) >= power:
+            return n
+    return None
 
 
 # ----------------------------------------------------------------------------------------------- statistics
@@ -109,7 +163,9 @@ def bootstrap(
     else:
         draws = np.array([fn([c[i] for c in cols]) for i in idx])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(value, float(lo), float(hi), n, f"percentile bootstrap over {n} test items ({resamples} resamples)")
+    return Interval(
+        value, float(lo), float(hi), n, f"percentile bootstrap over {n} test items ({resamples} resamples)", draws=draws
+    )
 
 
 def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
@@ -118,9 +174,11 @@ def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
     n = len(x)
     if n < 2:
         raise ValueError("an interval across seeds needs at least 2 seeds")
-    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(n))
-    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * se
-    return Interval(mean, mean - half, mean + half, n, f"t-interval across {n} seeds")
+    mean = float(x.mean())
+    if np.ptp(x) == 0:
+        return Interval(mean, mean, mean, n, f"t-interval across {n} seeds", sample=tuple(map(float, x)))
+    lo, hi = sps.ttest_1samp(x, popmean=0).confidence_interval(level)
+    return Interval(mean, float(lo), float(hi), n, f"t-interval across {n} seeds", sample=tuple(map(float, x)))
 
 
 def paired_bootstrap(
@@ -155,21 +213,23 @@ def paired_bootstrap(
         float(p),
         n,
         f"paired bootstrap over {n} shared test items ({resamples} resamples)",
+        draws=draws,
     )
 
 
 def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Difference:
     """Paired t-test on matched seeds' differences ``a_k - b_k`` (n >= 2)."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    a_, b_ = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = a_ - b_
     n = len(d)
     if n < 2:
         raise ValueError("a paired test across seeds needs at least 2 matched seeds")
-    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
-    if se == 0:
-        return Difference(mean, mean, mean, 0.0 if mean else 1.0, n, f"paired t-test across {n} matched seeds")
-    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * se
-    p = float(2 * sps.t.sf(abs(mean / se), n - 1))
-    return Difference(mean, mean - half, mean + half, p, n, f"paired t-test across {n} matched seeds")
+    mean, test, sample = float(d.mean()), f"paired t-test across {n} matched seeds", tuple(map(float, d))
+    if np.ptp(d) == 0:
+        return Difference(mean, mean, mean, 0.0 if mean else 1.0, n, test, sample=sample)
+    res = sps.ttest_rel(a_, b_)
+    lo, hi = res.confidence_interval(level)
+    return Difference(mean, float(lo), float(hi), float(res.pvalue), n, test, sample=sample)
 
 
 def unpaired_bootstrap(
@@ -201,4 +261,5 @@ def unpaired_bootstrap(
         float(p),
         min(na, nb),
         f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)",
+        draws=draws,
     )

@@ -23,7 +23,7 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.guard import check_outcome, seal_run, start_record
 from swarmlab.io import atomic_write_text, swap_into_place
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.records import RUN_FILE, SUMMARY, same_unfinished
+from swarmlab.records import RUN_FILE, SUMMARY, code_hash, same_unfinished
 from swarmlab.run_config import build_model, model_overrides, train_config
 from swarmlab.runs import Run, report_dir, train_dir
 from swarmlab.seeds import set_seeds
@@ -151,6 +151,7 @@ def _train_in(
                 "task": task.key,
                 "seed": run.seed,
                 "fingerprint": fingerprint,
+                "git_commit": git_commit(),  # the commit that trained it: evaluate's test-read log names it
                 **start_record(task),
             }
         )
@@ -206,6 +207,10 @@ def _train_in(
         "train_samples_per_s": round(sum(rates) / len(rates), 1) if rates else 0.0,
         "bf16_autocast": result.extra["bf16_autocast"],
         **{f"val_{k}": v for k, v in result.best_val.items()},
+        # what the run was trained at: the commit, and the hash of the code it imports (the ledger flags a comparison
+        # whose sides were trained at different code, and refuses a commit that is not in the repository's history)
+        "git_commit": git_commit(),
+        "code": code_hash()[:16],
         "data": data,  # the task's facts about its data (sizes; for MNIST: approximate training images)
         **({"resources": resources} if resources else {}),  # CPUs, GPUs, threads, runs at once (the report states them)
     }

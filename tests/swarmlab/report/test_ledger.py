@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 from swarmlab.report.claims import Claim
-from swarmlab.report.ledger import BELOW_BUDGET, CONTRADICTED, INCONCLUSIVE, SHOWN, SUPPORTED, UNTESTABLE, Ledger
+from swarmlab.report.ledger import (
+    BELOW_BUDGET,
+    CONTRADICTED,
+    INCONCLUSIVE,
+    SHOWN,
+    SUPPORTED,
+    UNTESTABLE,
+    Ledger,
+    apply_fdr,
+)
 from swarmlab.report.render import ledger_table, track_paragraph
 from swarmlab.report.testsplit import ITEMS
 
@@ -174,25 +183,38 @@ def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
     assert "unpaired bootstrap" in legacy_pair.test  # rebuilt items cannot be paired
 
 
-def write_grid(reports: Path, grid: str, points: dict[str, dict[int, float]], model: str = "small"):
-    """An ablation grid's results.json: per point label, per seed, a test accuracy (the claims profile's seeds)."""
+def write_grid(
+    reports: Path,
+    grid: str,
+    points: dict[str, dict[int, float]],
+    model: str = "small",
+    val: dict[str, dict[int, float]] | None = None,
+):
+    """An ablation grid's results.json: per point label, per seed, a test accuracy (the claims profile's seeds) and
+    a validation accuracy (``val``; the test accuracy where not given)."""
     entries = []
     for label, seeds in points.items():
         ev = {
             f"{model}-seed{s}": {"model": model, "seed": s, "test_accuracy": acc, "num_params": 10}
             for s, acc in seeds.items()
         }
+        vals = (val or {}).get(label, seeds)
         entries.append(
             {
                 "point": label.replace("=", "_"),
                 "label": label,
                 "status": "ok",
                 "evaluate": ev,
-                "train": {k: {"model": model, "seed": v["seed"], "steps": 2000} for k, v in ev.items()},
+                "train": {
+                    k: {"model": model, "seed": v["seed"], "steps": 2000, "val_accuracy": vals[v["seed"]]}
+                    for k, v in ev.items()
+                },
             }
         )
     (reports / "ablations" / grid).mkdir(parents=True)
-    (reports / "ablations" / grid / "results.json").write_text(json.dumps({"task": "imdb", "points": entries}))
+    (reports / "ablations" / grid / "results.json").write_text(
+        json.dumps({"task": "imdb", "monitor": "accuracy", "mode": "max", "points": entries})
+    )
 
 
 def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
@@ -320,3 +342,101 @@ def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurem
     nowhere = {**flops, "numerator": {**flops["numerator"], "field": "memory MB"}}
     row = decide(reports, claim("nowhere", nowhere, paper_profile="cpu"))
     assert row.verdict == UNTESTABLE and "no number in column 'memory MB' for new at L = 256" in row.why
+
+
+def test_best_of_picks_its_points_on_validation_never_on_test(tmp_path):
+    """The points a best_of claim tests are the best on validation: here t_local=4 leads on validation and t_local=3
+    on test; the row must test t_local=4 (and t_local=2, the best other point on validation, not t_local=1)."""
+    reports = tmp_path / "reports"
+    write_grid(
+        reports,
+        "t_local",
+        {
+            "t_local=1": {0: 0.72, 1: 0.73},
+            "t_local=2": {0: 0.70, 1: 0.71},
+            "t_local=3": {0: 0.76, 1: 0.77},
+            "t_local=4": {0: 0.74, 1: 0.745},
+        },
+        val={
+            "t_local=1": {0: 0.60, 1: 0.61},
+            "t_local=2": {0: 0.65, 1: 0.66},
+            "t_local=3": {0: 0.62, 1: 0.63},
+            "t_local=4": {0: 0.70, 1: 0.71},
+        },
+    )
+    best = {
+        "kind": "best_of",
+        "grid": "t_local",
+        "metric": "test_accuracy",
+        "mode": "max",
+        "best": ["t_local=3", "t_local=4"],
+    }
+    row = decide(reports, claim("tl", best))
+    assert row.ours.startswith("t_local=4 vs t_local=2"), row.ours
+    assert "chosen on validation val_accuracy" in row.why
+
+
+def seeds_pair(reports: Path, task: str, a: list[float], b: list[float]):
+    """Two models with matched seeds whose per-seed test accuracies are ``a`` and ``b`` (items of 1,000)."""
+    write_task(
+        reports,
+        task,
+        {
+            "a": {s: correct(1000, round(v * 1000), seed=s) for s, v in enumerate(a)},
+            "b": {s: correct(1000, round(v * 1000), seed=20 + s) for s, v in enumerate(b)},
+        },
+    )
+
+
+def test_a_p_of_004_among_null_pairs_is_not_called_after_the_fdr_control(tmp_path):
+    """A 3-seed pair at p ~ 0.04 is "supported" alone; among 9 null pairs, Benjamini–Hochberg leaves it uncalled."""
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "hit", [0.800, 0.850, 0.900], [0.760, 0.790, 0.870])  # diffs 0.040, 0.060, 0.030
+    claims = [claim("hit", pair("a", "b", task="hit"))]
+    for k in range(9):  # nothing to find: the same accuracies up to item noise
+        seeds_pair(reports, f"null{k}", [0.80, 0.81, 0.82], [0.80 + 0.004 * (k % 3 - 1), 0.81, 0.821])
+        claims.append(claim(f"null{k}", pair("a", "b", task=f"null{k}")))
+    ledger = Ledger(reports, profile="cpu")
+    alone = ledger.decide(claims[0])
+    assert alone.verdict == SUPPORTED and 0.01 < alone.p < 0.05, alone.p
+    rows = apply_fdr([ledger.decide(c) for c in claims])
+    hit = rows[0]
+    assert hit.verdict == INCONCLUSIVE and hit.before_fdr == SUPPORTED and hit.q >= 0.05
+    assert "Benjamini–Hochberg across the 10 tested claims" in hit.why
+    assert hit.q > hit.p  # Benjamini–Hochberg: a q is never below its p
+    assert all(r.q is not None for r in rows)
+
+
+def test_a_strong_effect_survives_the_fdr_control(reports):
+    strong = Ledger(reports, profile="cpu").decide(claim("strong", pair("good", "base", task="p")))
+    (row,) = apply_fdr([strong])
+    assert row.verdict == SUPPORTED and row.q == pytest.approx(row.p) and row.q < 0.05
+
+
+def test_a_result_from_a_commit_not_in_the_history_is_refused_in_one_line(reports):
+    """The planted runs record commit 0123456…; a history that does not hold it refuses them (the row falls to "not
+    testable here" and says why in one line), a history that does lets the same numbers decide."""
+    c = claim("sup", threshold(0.70))
+    refused = Ledger(reports, profile="cpu", known=lambda sha: False).decide(c)
+    assert refused.verdict == UNTESTABLE and not refused.found
+    assert "refused: small-seed0 made at 0123456, not in this repository's history" in refused.why
+    assert "\n" not in refused.why
+    ok = Ledger(reports, profile="cpu", known=lambda sha: sha.startswith("0123456")).decide(c)
+    assert ok.verdict == SUPPORTED and "evaluated at 0123456" in ok.provenance
+
+
+def test_code_that_differed_from_its_commit_is_refused_and_different_training_code_is_flagged(tmp_path):
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "t", [0.8, 0.81, 0.82], [0.7, 0.71, 0.72])
+    ev_path, tr_path = reports / "evaluate" / "t" / "metrics.json", reports / "train" / "t" / "metrics.json"
+    ev, tr = json.loads(ev_path.read_text()), json.loads(tr_path.read_text())
+    for name, entry in tr.items():
+        entry.update(git_commit="0123456789abcdef" * 2 + "01234567", code="aaaa" if name.startswith("a-") else "bbbb")
+    tr_path.write_text(json.dumps(tr))
+    known = lambda sha: True  # noqa: E731
+    row = Ledger(reports, profile="cpu", known=known).decide(claim("ab", pair("a", "b")))
+    assert row.verdict == SUPPORTED and "**the sides were trained at different code**" in row.provenance
+    ev["a-seed1"]["git_commit"] += "-dirty"
+    ev_path.write_text(json.dumps(ev))
+    dirty = Ledger(reports, profile="cpu", known=known).decide(claim("ab", pair("a", "b")))
+    assert dirty.verdict == UNTESTABLE and "a-seed1 made at 0123456 with code that differed from it" in dirty.why

@@ -54,3 +54,40 @@ def test_across_seeds_and_paired_seeds():
     assert not tie.significant
     with pytest.raises(ValueError):
         across_seeds([0.8])
+
+
+def test_p_against_a_boundary_agrees_with_the_interval():
+    """At the 95% level, p < 0.05 exactly where the t-interval excludes the boundary; against 0 it is the paired
+    t-test's own p (scipy.stats.ttest_rel)."""
+    from scipy import stats as sps
+
+    a, b = [0.80, 0.85, 0.90, 0.83], [0.76, 0.79, 0.87, 0.80]
+    d = paired_seeds(a, b)
+    assert d.p_against(0.0) == pytest.approx(sps.ttest_rel(a, b).pvalue) == pytest.approx(d.p)
+    for x in (d.lo - 1e-6, d.hi + 1e-6):
+        assert d.p_against(x) < 0.05
+    for x in (d.lo + 1e-6, d.hi - 1e-6, d.diff):
+        assert d.p_against(x) > 0.05
+    iv = across_seeds([0.70, 0.72, 0.71])
+    assert iv.p_against(iv.lo - 1e-6) < 0.05 < iv.p_against(iv.lo + 1e-6)
+    rng = np.random.default_rng(1)
+    boot = bootstrap({"accuracy": (rng.random(1000) < 0.7).astype(float)}, "accuracy")
+    assert boot.p_against(boot.lo - 0.01) < 0.05 < boot.p_against(boot.value)
+
+
+def test_fdr_is_benjamini_hochberg():
+    from swarmlab.report.stats import fdr
+
+    ps = [0.01, 0.04, 0.03, 0.20]
+    # by hand: sorted 0.01, 0.03, 0.04, 0.20 -> 0.01*4/1, 0.03*4/2, 0.04*4/3, 0.20; then the running minimum from the top
+    assert fdr(ps) == pytest.approx([0.04, 0.0533333, 0.0533333, 0.20], rel=1e-5)
+    assert fdr([]) == []
+
+
+def test_seeds_for_power_grows_as_the_effect_shrinks_against_the_spread():
+    from swarmlab.report.stats import seeds_for_power
+
+    diffs = [-0.253, -0.232, -0.117]  # the PMA grid's per-seed differences: d = 2.7
+    assert seeds_for_power(diffs) == 4
+    assert seeds_for_power(diffs, effect=0.05) > 10  # a quarter of the effect needs far more seeds
+    assert seeds_for_power([0.1, 0.1]) is None  # no spread to plan with
