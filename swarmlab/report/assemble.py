@@ -20,14 +20,15 @@ from typing import Callable
 from swarmlab.document import Bullets, Document, Heading, Image, Para, to_html, to_markdown
 from swarmlab.io import atomic_dir, atomic_write_text
 from swarmlab.report import ablations, figures, memory, papers, reruns, side, tables
+from swarmlab.report.amendments import load_amendments
 from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
 from swarmlab.report.inputs import TaskData, TaskInfo
-from swarmlab.report.ledger import Ledger, decide_across
+from swarmlab.report.ledger import Ledger, apply_fdr, decide_across
 from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
-from swarmlab.report.provenance import provenance, stale_stages
+from swarmlab.report.provenance import in_history, provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
 
@@ -95,7 +96,10 @@ class Report:
         # the report stage does not judge itself: its lock entry is the one this run replaces
         self.stale = stale_stages(root, writing=("report",)) if (root / "dvc.lock").is_file() else {}
         self.claims = load_claims()
-        self.ledgers = [Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale)]
+        known = in_history(root)  # a result from a commit outside the history is refused (None: not a git work tree)
+        self.ledgers = [
+            Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale, known=known)
+        ]
         if (
             self.reports / "claims"
         ).is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
@@ -110,6 +114,7 @@ class Report:
                     rerun=reruns.CLAIMS_TASK,
                     rerun_grid=reruns.CLAIMS_GRID,
                     params_prefix="profiles.claims.",
+                    known=known,
                 ),
             )
 
@@ -219,9 +224,9 @@ class Report:
                 "`python -m pipelines.paper_baselines`)."
             )
         )
-        d.add(
-            *ledger_blocks([decide_across(c, self.ledgers) for c in self.claims], self.reports, self.figure, self.embed)
-        )
+        rows = apply_fdr([decide_across(c, self.ledgers) for c in self.claims])
+        amendments = load_amendments(claim_ids={c.id for c in self.claims})
+        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(

@@ -718,18 +718,28 @@ def _within(diff: stats.Difference, low: float, high: float, outside: bool) -> f
 def apply_fdr(rows: list[Row], alpha: float = ALPHA) -> list[Row]:
     """Benjamini–Hochberg across the rows decided by a test with a p-value (``stats.fdr``): each gets its q, and a
     call (supported, contradicted, not supported at this budget) whose q is not below ``alpha`` becomes inconclusive,
-    saying what p alone would have called. Rows without a p (counts, single measurements, untestable, figures) are
-    outside the family. Returns the rows (changed in place)."""
+    saying what p alone would have called. Rows that rest on the very same test (two quotes of one comparison) count
+    once. Rows without a p (counts, single measurements, untestable, figures) are outside the family. Returns the
+    rows (changed in place)."""
     family = [r for r in rows if r.p is not None and r.verdict not in (UNTESTABLE, SHOWN)]
-    for r, q in zip(family, stats.fdr([r.p for r in family])):
-        r.q = q
+    tests = list(dict.fromkeys(_test_key(r) for r in family))
+    q_of = dict(zip(tests, stats.fdr([p for (_, _, p) in tests])))
+    for r in family:
+        r.q = q = q_of[_test_key(r)]
         if r.verdict in CALLS and q >= alpha:
             r.before_fdr, r.verdict = r.verdict, INCONCLUSIVE
             r.why = (
                 f"p = {r.p:.3g} alone would call it {r.before_fdr}, but q = {q:.3g} ≥ {alpha} after "
-                f"Benjamini–Hochberg across the {len(family)} tested claims: not called · {r.why}"
+                f"Benjamini–Hochberg across the {len(tests)} tested claims: not called · {r.why}"
             )
     return rows
+
+
+def _test_key(row: Row) -> tuple:
+    """What makes two rows the same test: the same recorded runs (a grid point's runs share names with the task's, so
+    their entries tell them apart), by the same test, with the same p."""
+    runs = sorted((r.task, r.run, json.dumps(r.test, sort_keys=True, default=str)) for r in row.runs)
+    return (tuple(runs), row.test, row.p)
 
 
 def _json(path: Path):
@@ -758,15 +768,27 @@ def _md_rows(text: str):
 
 def decide_across(claim: Claim, ledgers: list[Ledger]) -> Row:
     """The claim decided by the first ledger (in order of preference: the larger budget first) that has its runs;
-    when none has, the last ledger's row, naming what each would need."""
-    missing = []
-    for ledger in ledgers:
-        row = ledger.decide(claim)
-        if row.found:
-            row.source = ledger.source
-            return row
-        missing.append(row)
-    row = missing[-1]
-    if len(missing) > 1:
-        row.why += " · " + "; ".join(f"{ledger.source}: {r.why}" for ledger, r in zip(ledgers[:-1], missing[:-1]))
+    when none has, the last ledger's row, naming what each would need. Every other ledger is decided too: a result
+    it refused, or a verdict that differs from the chosen one, goes into the row's ``other`` (the other budget's
+    evidence is shown, never silently dropped)."""
+    rows = [(ledger, ledger.decide(claim)) for ledger in ledgers]
+    chosen = next(((ledger, row) for ledger, row in rows if row.found), None)
+    if chosen is None:
+        row = rows[-1][1]
+        if len(rows) > 1:
+            row.why += " · " + "; ".join(f"{ledger.source}: {r.why}" for ledger, r in rows[:-1])
+        return row
+    ledger, row = chosen
+    row.source = ledger.source
+    notes = []
+    for other, r in rows:
+        if r is row:
+            continue
+        where = other.source or f"reports/ (profile `{other.profile}`)"
+        if r.why.startswith("refused:"):
+            notes.append(f"{where}: {r.why}")
+        elif r.found and r.verdict != row.verdict and r.verdict not in (UNTESTABLE, SHOWN):
+            p = f", p = {r.p:.3g}" if r.p is not None else ""
+            notes.append(f"{where} ({r.budget or 'its own budget'}): {r.ours} → {r.verdict}{p}")
+    row.other = " · ".join(notes)
     return row

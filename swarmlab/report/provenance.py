@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -77,6 +78,28 @@ def provenance(entry: dict | None, folder: Path | None = None, run_file: dict | 
         return Provenance(None, None, run_id, "")
     sha, dirty = raw.split("-")[0], raw.endswith("-dirty")
     return Provenance(sha, dirty, run_id, source)
+
+
+def in_history(root: Path):
+    """A check of whether a commit is in the history of ``root``'s HEAD (``git merge-base --is-ancestor``), cached
+    per commit; None when ``root`` is not in a git work tree (nothing to check against)."""
+
+    def git(*args: str) -> int:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True).returncode
+
+    try:
+        if git("rev-parse", "--verify", "HEAD") != 0:
+            return None
+    except OSError:
+        return None
+    cache: dict[str, bool] = {}
+
+    def known(sha: str) -> bool:
+        if sha not in cache:
+            cache[sha] = git("merge-base", "--is-ancestor", sha, "HEAD") == 0
+        return cache[sha]
+
+    return known
 
 
 def _json(path: Path):

@@ -25,24 +25,25 @@ from swarmlab.report.ledger import (
     fmt,
 )
 from swarmlab.plots import comparison_chart
+from swarmlab.report.amendments import Amendment
 from swarmlab.report.testsplit import READS, rereads
 
 TRACKS = {
-    "000": "Seed 000, SwarmFormer (IMDB, memory)",
-    "001": "Seed 001, enhanced SwarmFormer",
-    "002": "Seed 002, HSW vs Longformer (long documents)",
-    "003": "Seed 003, SWARM mappings (sets, images)",
+    "000": "Paper 000, SwarmFormer (IMDB, memory)",
+    "001": "Paper 001, enhanced SwarmFormer",
+    "002": "Paper 002, HSW vs Longformer (long documents)",
+    "003": "Paper 003, SWARM mappings (sets, images)",
 }
-HEADER = [
+HEADER = ["claim", "paper", "ours (95% interval)", "verdict", "p", "q"]  # the first screen
+HOW_HEADER = [
     "claim",
     "paper's words",
-    "paper",
-    "ours (95% interval)",
     "n seeds",
     "budget",
     "profile",
-    "verdict",
+    "provenance (each side)",
     "why · test",
+    "the other budget",
     "stale?",
 ]
 
@@ -63,7 +64,23 @@ def paper_cell(row: Row) -> str:
     return ", ".join(f"{k} {v}" for k, v in row.claim.paper.items()) or "—"
 
 
-def ledger_table(rows: list[Row]) -> Table:
+def _p(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+
+
+def ledger_table(rows: list[Row], amendments: list[Amendment] = ()) -> Table:
+    """The first screen: each claim, the paper's number, ours, the verdict, and the test's p and q."""
+    body = []
+    for r in rows:
+        verdict = f"**{r.verdict}**" + (f" (p alone: {r.before_fdr})" if r.before_fdr else "")
+        marks = [a.id for a in amendments if r.claim.id in a.claims]
+        verdict += f" · amended: {', '.join(marks)}" if marks else ""
+        body.append([f"`{r.claim.id}`", paper_cell(r), r.ours, verdict, _p(r.p), _p(r.q)])
+    return Table(HEADER, body, "lllllr")
+
+
+def how_table(rows: list[Row]) -> Table:
+    """How each claim was decided: its budget, seeds, test, provenance of each side, the other budget's result."""
     body = []
     for r in rows:
         c = r.claim
@@ -73,17 +90,72 @@ def ledger_table(rows: list[Row]) -> Table:
             [
                 f"`{c.id}` ({c.seed} {c.section})",
                 f"“{words}”",
-                paper_cell(r),
-                r.ours,
                 str(r.seeds) if r.seeds else "—",
                 r.budget or "—",
                 f"`{r.profile}`" + (f" from {r.source}" if r.source else ""),
-                f"**{r.verdict}**",
+                r.provenance or "—",
                 why,
-                ("**stale**: " + r.stale) if r.stale else ("not in dvc.lock" if r.source else "current"),
+                r.other or "—",
+                ("**stale**: " + r.stale) if r.stale else (STALE_UNKNOWN if r.source else "current"),
             ]
         )
-    return Table(HEADER, body, "llllrlllll")
+    return Table(HOW_HEADER, body, "llrllllll")
+
+
+# a folder DVC does not track (reports/claims): its staleness is not known from dvc.lock
+STALE_UNKNOWN = "unknown: not a DVC output"
+
+
+def amendment_blocks(amendments: list[Amendment]) -> list:
+    """Every protocol amendment, the ones made after results that moved the verdict toward the claim first."""
+    if not amendments:
+        return [Para("No claim's protocol was changed after its experiment started.")]
+    ordered = sorted(amendments, key=lambda a: not a.alarming)
+    lines = []
+    for a in ordered:
+        when = "after its results" if a.after_results else "before its results"
+        way = {True: "toward the claim", False: "away from the claim", None: "the verdict unmoved"}[a.toward_claim]
+        head = f"**{a.id} ({when}, {way})**" if a.alarming else f"{a.id} ({when}, {way})"
+        lines.append(
+            f"{head} `{'`, `'.join(a.claims)}` ({a.date}): {a.change} (reason: {a.reason}). Before: {a.before}. "
+            f"After: {a.after}. Status: {a.status}."
+        )
+    alarming = sum(a.alarming for a in amendments)
+    return [
+        Para(
+            f"**Protocol amendments: {len(amendments)}** (`swarmlab/report/amendments.yaml`), {alarming} of them made "
+            "after the results were seen and moving the verdict toward the claim:"
+        ),
+        Bullets(lines),
+    ]
+
+
+def headline(rows: list[Row]) -> Para:
+    """The verdict counts, the FDR control and the refusals, in one paragraph."""
+    counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
+    tested = [r for r in rows if r.q is not None]
+    withheld = [r for r in rows if r.before_fdr]
+    refused = [r for r in rows if "refused:" in r.why or "refused:" in r.other]
+    text = (
+        f"**{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + ".** "
+        f"{len(tested)} are decided by a test with a p-value; a call (supported, contradicted, not supported at this "
+        f"budget) stands only when its Benjamini–Hochberg q across those {len(tested)} is below 0.05"
+    )
+    text += (
+        f", which withholds {len(withheld)} call{'s' if len(withheld) != 1 else ''} that p alone would make ("
+        + ", ".join(f"`{r.claim.id}`" for r in withheld)
+        + ")."
+        if withheld
+        else "; it withholds none."
+    )
+    if refused:
+        text += (
+            f" {len(refused)} claims lost a result to refusal (made at a commit that is not in this repository's "
+            "history, or with code that differed from its commit): "
+            + ", ".join(f"`{r.claim.id}`" for r in refused)
+            + "; their rows say what decides them now."
+        )
+    return Para(text)
 
 
 def track_paragraph(seed: str, rows: list[Row]) -> Para:
@@ -173,18 +245,24 @@ def ledger_blocks(
     reports: Path,
     figure: Callable[[str, Callable[[Path], Path]], Image | None],
     embed: Callable[[Path, str], Image],
+    amendments: list[Amendment] = (),
 ) -> list:
     """The report's opening: heading, ledger table, one paragraph per track, charts, figures, test-split reads."""
     blocks: list = [
         Heading(2, "Claims ledger"),
+        headline(rows),
+        *amendment_blocks(list(amendments)),
+        ledger_table(rows, list(amendments)),
         Para(
-            "Every claim of the four seeds (`swarmlab/report/claims.yaml`), decided from our metrics files by "
+            "Every claim of the four papers (`swarmlab/report/claims.yaml`), decided from our metrics files by "
             "`swarmlab.report.ledger` (rules: docs/reports.md). *ours*: the mean and its 95% interval — a "
             "percentile bootstrap over the test items for one run, a t-interval across seeds for several; a "
             "pair: the difference A − B with a paired test. A pair whose interval contains 0 is never called "
-            "different. *stale*: the number's stage changed since dvc.lock was written."
+            "different. *p*: the two-sided p of the test the verdict rests on, against the claim's boundary; *q*: "
+            "its Benjamini–Hochberg q. Budgets, tests, provenance and the other budget's result: below."
         ),
-        ledger_table(rows),
+        Heading(3, "How each claim was decided"),
+        how_table(rows),
         Heading(3, "What each track shows"),
     ]
     blocks += [track_paragraph(seed, rows) for seed in TRACKS if any(r.claim.seed == seed for r in rows)]

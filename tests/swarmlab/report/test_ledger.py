@@ -20,7 +20,7 @@ from swarmlab.report.ledger import (
     Ledger,
     apply_fdr,
 )
-from swarmlab.report.render import ledger_table, track_paragraph
+from swarmlab.report.render import headline, how_table, ledger_table, track_paragraph
 from swarmlab.report.testsplit import ITEMS
 
 
@@ -164,11 +164,17 @@ def test_several_seeds_use_a_t_interval_and_a_paired_test_across_seeds(reports):
 
 def test_the_table_and_paragraph_come_from_the_rows(reports):
     rows = [decide(reports, claim("sup", threshold(0.70))), decide(reports, claim("close", pair("close_a", "close_b")))]
+    apply_fdr(rows)
     table = ledger_table(rows)
-    assert [r[7] for r in table.rows] == ["**supported**", "**inconclusive**"]
-    assert all("[" in r[3] for r in table.rows)  # every number of ours carries its interval
+    assert table.header == ["claim", "paper", "ours (95% interval)", "verdict", "p", "q"]  # the first screen
+    assert [r[3] for r in table.rows] == ["**supported**", "**inconclusive**"]
+    assert all("[" in r[2] for r in table.rows)  # every number of ours carries its interval
+    assert all(r[4] != "—" and r[5] != "—" for r in table.rows)  # both are tests: p and q shown
     text = track_paragraph("000", rows).text
     assert "2 claims: 1 supported, 1 inconclusive" in text and "`close` is inconclusive" in text
+    assert "**2 claims: 1 supported, 1 inconclusive.** 2 are decided by a test" in headline(rows).text
+    how = how_table(rows)
+    assert len(how.rows) == 2 and all("evaluated at 0123456" in r[5] for r in how.rows)  # each side's provenance
 
 
 def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
