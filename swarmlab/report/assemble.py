@@ -28,7 +28,7 @@ from swarmlab.report.inputs import TaskData, TaskInfo
 from swarmlab.report.ledger import Ledger, apply_fdr, decide_across
 from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
-from swarmlab.report.provenance import in_history, provenance, stale_stages
+from swarmlab.report.provenance import code_changes, in_history, provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
 
@@ -115,6 +115,7 @@ class Report:
                     rerun_grid=reruns.CLAIMS_GRID,
                     params_prefix="profiles.claims.",
                     known=known,
+                    code_changes=code_changes(root),
                 ),
             )
 

@@ -72,6 +72,7 @@ class Row:
     before_fdr: str = ""  # the verdict p alone would have called, when the FDR control withheld it
     runs: list[RunResult] = dataclasses.field(default_factory=list, repr=False)  # the runs the numbers come from
     other: str = ""  # the other budget's result, where it tells another story (decide_across)
+    stale_known: bool = True  # False: a result outside dvc.lock whose code could not be compared
 
 
 def fmt(v: float | None) -> str:
@@ -105,6 +106,7 @@ class Ledger:
         rerun_grid: str = reruns.GRID,
         params_prefix: str = "",
         known: Callable[[str], bool] | None = None,
+        code_changes: Callable[[str, list[str]], list[str]] | None = None,
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
@@ -115,6 +117,9 @@ class Ledger:
         self.stale = stale or {}
         # whether a commit is in the repository's history (None: not checked, e.g. a work folder outside git)
         self.known = known
+        # for results that dvc.lock does not track (reports/claims): which code their stages depend on changed since
+        # the commit that made them (None: staleness comes from dvc.lock, self.stale)
+        self.code_changes = code_changes
         self._tasks: dict[str, list[RunResult]] = {}
 
     def runs(self, task: str) -> list[RunResult]:
@@ -141,7 +146,30 @@ class Ledger:
                 provenance=row.provenance,
                 found=False,
             )
+        if self.code_changes is not None and row.runs:
+            row.stale = self._code_stale(claim, row.runs)
+        elif self.source and row.runs:  # outside dvc.lock, and nothing to compare the code with
+            row.stale_known = False
         return row
+
+    def _code_stale(self, claim: Claim, runs: list[RunResult]) -> str:
+        """The staleness line of a result outside dvc.lock: the code its train and evaluate stages depend on that
+        changed since the commit each run was evaluated at, and the command that reruns it; "" when none changed."""
+        d = claim.decided_by
+        changed: dict[str, list[str]] = {}
+        for r in runs:
+            if r.provenance.commit:
+                for path in self.code_changes(r.provenance.commit, [f"train@{r.task}", f"evaluate@{r.task}"]):
+                    changed.setdefault(path, []).append(r.provenance.commit[:7])
+        if not changed:
+            return ""
+        rerun = (
+            self.rerun_grid.format(grid=d["grid"])
+            if d.get("grid")
+            else self.rerun_template.format(stage="evaluate", task=d.get("task") or runs[0].task)
+        )
+        since = ", ".join(sorted({c for v in changed.values() for c in v}))
+        return f"code changed since {since} ({', '.join(sorted(changed))}): rerun `{rerun}`"
 
     def _refused(self, runs: list[RunResult]) -> str:
         """Why the runs' numbers cannot decide a claim (a commit not in the history, code that differed from its

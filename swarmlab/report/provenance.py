@@ -102,6 +102,43 @@ def in_history(root: Path):
     return known
 
 
+def code_changes(root: Path, lock_file: str = "dvc.lock"):
+    """A check of which code a result's stages depend on changed since the commit that made it: ``changed(commit,
+    stages)`` lists the code dependencies that ``dvc.lock`` records for ``stages`` (``train@<task>``,
+    ``evaluate@<task>``; data folders left out) and that differ between ``commit`` and the working tree (``git diff``).
+    It makes results outside DVC (the claims pieces, reports/claims) as stale-aware as the pipeline's own. None when
+    ``root`` has no dvc.lock or is not a git work tree."""
+    root = Path(root)
+    try:
+        lock = (_yaml((root / lock_file).read_text(encoding="utf-8")) or {}).get("stages") or {}
+    except OSError:
+        return None
+    if in_history(root) is None:
+        return None
+    data = ("data", "outputs", "reports")
+    cache: dict[tuple, list[str]] = {}
+
+    def changed(commit: str, stages: list[str]) -> list[str]:
+        deps = sorted(
+            {
+                d["path"]
+                for name in stages
+                for d in (lock.get(name) or {}).get("deps") or []
+                if d["path"].split("/")[0] not in data
+            }
+        )
+        key = (commit, tuple(deps))
+        if key not in cache:
+            out = subprocess.run(
+                ["git", "diff", "--name-only", commit, "--", *deps], cwd=root, capture_output=True, text=True
+            )
+            files = out.stdout.split() if out.returncode == 0 else []
+            cache[key] = sorted({next((d for d in deps if f == d or f.startswith(d + "/")), f) for f in files})
+        return cache[key]
+
+    return changed
+
+
 def _json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))

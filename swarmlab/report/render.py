@@ -96,13 +96,13 @@ def how_table(rows: list[Row]) -> Table:
                 r.provenance or "—",
                 why,
                 r.other or "—",
-                ("**stale**: " + r.stale) if r.stale else (STALE_UNKNOWN if r.source else "current"),
+                ("**stale**: " + r.stale) if r.stale else ("current" if r.stale_known else STALE_UNKNOWN),
             ]
         )
     return Table(HOW_HEADER, body, "llrllllll")
 
 
-# a folder DVC does not track (reports/claims): its staleness is not known from dvc.lock
+# a folder DVC does not track whose code could not be compared (no dvc.lock or no git here)
 STALE_UNKNOWN = "unknown: not a DVC output"
 
 

@@ -3,6 +3,7 @@ to rerun; the committed report lists exactly the stages that are stale against t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -126,3 +127,57 @@ def test_a_param_dvc_wrote_in_exponent_form_is_the_same_float(tmp_path):
     assert stale_stages(tmp_path) == {}
     (tmp_path / "params.yaml").write_text("x: [1.0e-4, 1.0e+3]\n")  # a real change still counts
     assert set(stale_stages(tmp_path)) == {"first"}
+
+
+def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
+    """reports/claims is not a DVC output: its rows compare the code that dvc.lock lists for the result's stages
+    with the commit that made it. Changing a model file after the result marks the row stale and names the command."""
+    from swarmlab.report.claims import Claim
+    from swarmlab.report.ledger import Ledger
+    from swarmlab.report.provenance import code_changes, in_history
+    from swarmlab.report.reruns import CLAIMS_TASK
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 8\n")
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "train.py").write_text("")
+    deps = [{"path": "models", "md5": "x"}, {"path": "pipelines/train.py", "md5": "y"}, {"path": "data/t", "md5": "z"}]
+    (tmp_path / "dvc.lock").write_text(
+        yaml.safe_dump({"schema": "2.0", "stages": {"train@t": {"cmd": "c", "deps": deps}}})
+    )
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    sha = git("rev-parse", "HEAD")
+    reports = tmp_path / "reports" / "claims"
+    (reports / "evaluate" / "t").mkdir(parents=True)
+    entry = {"model": "m", "seed": 0, "test_accuracy": 0.9, "test_rows": 100, "git_commit": sha}
+    (reports / "evaluate" / "t" / "metrics.json").write_text(json.dumps({"m-seed0": entry}))
+    c = Claim(
+        "c",
+        "000",
+        "§1",
+        "w",
+        "test_accuracy",
+        {},
+        "paper",
+        {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5},
+    )
+
+    def row():
+        return Ledger(
+            reports,
+            profile="claims",
+            source="reports/claims",
+            rerun=CLAIMS_TASK,
+            known=in_history(tmp_path),
+            code_changes=code_changes(tmp_path),
+        ).decide(c)
+
+    assert row().stale == "" and row().stale_known
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 16\n")  # a model file changes after the result
+    stale = row().stale
+    assert stale == f"code changed since {sha[:7]} (models): rerun `bash scripts/claims.sh task t`"
