@@ -26,8 +26,8 @@ DIRECTIONS = ("a_higher", "a_lower", "equal", "a_not_worse")
 REQUIRES = ("cuda",)
 # decided_by.kind -> (required keys, optional keys)
 KINDS = {
-    "threshold": (("task", "model", "metric", "op", "value"), ()),
-    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid")),
+    "threshold": (("task", "model", "metric", "op", "value"), ("tuning",)),
+    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid", "tuning")),
     "ratio": (("source", "numerator", "op", "value"), ("denominator", "path", "count")),
     "delta": (("grid", "task", "model", "metric", "with", "without", "low", "high", "protocol"), ()),
     "best_of": (("grid", "metric", "mode", "best"), ()),
@@ -131,6 +131,8 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
                 not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR) or not _model_field(sel.get("model"))
             ):
                 return f"decided_by.{side} must have exactly {', '.join(SELECTOR)} (model: a name or a list of names)"
+    if "tuning" in d and not (isinstance(d["tuning"], str) and d["tuning"]):
+        return "decided_by.tuning must name the ablation grid that chose the models' settings on validation"
     if kind == "delta" and d["low"] > d["high"]:
         return f"decided_by.low {d['low']} is above high {d['high']}"
     if kind == "best_of" and (d["mode"] not in ("max", "min") or not isinstance(d["best"], list)):

@@ -146,11 +146,69 @@ class Ledger:
                 provenance=row.provenance,
                 found=False,
             )
+        if row.runs and row.verdict not in (UNTESTABLE, SHOWN):
+            idle = self._did_not_learn(row.runs)
+            if idle:
+                return Row(
+                    claim,
+                    UNTESTABLE,
+                    f"not decided: {idle}",
+                    ours=row.ours,
+                    seeds=row.seeds,
+                    profile=row.profile,
+                    budget=row.budget,
+                    provenance=row.provenance,
+                    runs=row.runs,
+                )
+            row.why += self._tuning_note(claim)
         if self.code_changes is not None and row.runs:
             row.stale = self._code_stale(claim, row.runs)
         elif self.source and row.runs:  # outside dvc.lock, and nothing to compare the code with
             row.stale_known = False
         return row
+
+    @staticmethod
+    def _did_not_learn(runs: list[RunResult]) -> str:
+        """Which model of the comparison stayed at chance on every seed (the same validation accuracy on each: a
+        constant prediction), or "": a comparison with a model that did not learn says nothing about the model."""
+        models: dict[str, list[float | None]] = {}
+        for r in runs:
+            models.setdefault(r.model, []).append(r.value("val_accuracy"))
+        idle = [
+            f"{m} did not learn at this budget (validation accuracy {fmt(v[0])} on each of its {len(v)} seeds: one "
+            f"class, chance)"
+            for m, v in models.items()
+            if len(v) >= 2 and None not in v and len(set(v)) == 1
+        ]
+        return "; ".join(idle)
+
+    def _tuning_note(self, claim: Claim) -> str:
+        """How the compared models' settings were chosen (``decided_by.tuning``: the grid that chose them on
+        validation), and which model the search left at chance at every candidate, so that its choice was no pick."""
+        grid = claim.decided_by.get("tuning")
+        if not grid:
+            return ""
+        res = self._ablation(grid)
+        if not res:
+            return f" · settings chosen by grid `{grid}`, whose results are missing here"
+        names = {m for k in ("a", "b", "model") if k in claim.decided_by for m in models_of(claim.decided_by[k])}
+        flat = []
+        for model in sorted(names):
+            vals = [
+                e.get("val_accuracy")
+                for p in res.get("points") or []
+                for e in (p.get("train") or {}).values()
+                if isinstance(e, dict) and e.get("model") == model
+            ]
+            if len(vals) >= 2 and None not in vals and len(set(vals)) == 1:
+                flat.append(f"{model} (validation accuracy {fmt(vals[0])} at every candidate)")
+        note = f" · settings chosen on validation by grid `{grid}` ({len(res.get('points') or [])} points)"
+        if flat:
+            note += (
+                "; the search left " + ", ".join(flat) + " at chance, so it picked no setting for it: its setting is "
+                "the one its full-budget validation runs favour (params.yaml says which)"
+            )
+        return note
 
     def _code_stale(self, claim: Claim, runs: list[RunResult]) -> str:
         """The staleness line of a result outside dvc.lock: the code its train and evaluate stages depend on that

@@ -446,3 +446,39 @@ def test_code_that_differed_from_its_commit_is_refused_and_different_training_co
     ev_path.write_text(json.dumps(ev))
     dirty = Ledger(reports, profile="cpu", known=known).decide(claim("ab", pair("a", "b")))
     assert dirty.verdict == UNTESTABLE and "a-seed1 made at 0123456 with code that differed from it" in dirty.why
+
+
+def test_a_model_at_chance_on_every_seed_decides_nothing_and_a_flat_search_picks_no_setting(tmp_path):
+    """A side whose every seed predicts one class (the same validation accuracy on each) did not learn: the row is
+    not decided. A tuning grid that left a model at chance at every candidate is named in the row: no pick."""
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "t", [0.34, 0.33, 0.335], [0.157, 0.157, 0.157])
+    tr_path = reports / "train" / "t" / "metrics.json"
+    tr = json.loads(tr_path.read_text())
+    for name, entry in tr.items():
+        entry["val_accuracy"] = 0.151 if name.startswith("b-") else 0.30 + 0.01 * entry["seed"]
+    tr_path.write_text(json.dumps(tr))
+    row = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t")))
+    assert row.verdict == UNTESTABLE and row.why.startswith("not decided: b did not learn at this budget")
+    # a tuning grid where a stays at one validation accuracy at every lr, b does not
+    points = []
+    for lr, (va, vb) in {"1e-4": (0.146, 0.20), "3e-4": (0.146, 0.25)}.items():
+        points.append(
+            {
+                "label": f"lr={lr}",
+                "status": "ok",
+                "train": {
+                    "a-seed0": {"model": "a", "seed": 0, "val_accuracy": va},
+                    "b-seed0": {"model": "b", "seed": 0, "val_accuracy": vb},
+                },
+            }
+        )
+    (reports / "ablations" / "lrs").mkdir(parents=True)
+    (reports / "ablations" / "lrs" / "results.json").write_text(json.dumps({"task": "t", "points": points}))
+    for name, entry in tr.items():
+        entry["val_accuracy"] = 0.30 + 0.01 * entry["seed"]  # both learned at full budget
+    tr_path.write_text(json.dumps(tr))
+    tuned = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="lrs")))
+    assert tuned.verdict == SUPPORTED
+    assert "settings chosen on validation by grid `lrs` (2 points); the search left a (validation accuracy" in tuned.why
+    assert "b (validation" not in tuned.why
