@@ -25,7 +25,7 @@ from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
 from swarmlab.report.inputs import TaskData, TaskInfo
-from swarmlab.report.ledger import Ledger, apply_fdr, decide_across
+from swarmlab.report.ledger import Ledger, apply_fdr, decide_across, plan_seeds
 from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
 from swarmlab.report.provenance import code_changes, in_history, provenance, stale_stages
@@ -225,7 +225,7 @@ class Report:
                 "`python -m pipelines.paper_baselines`)."
             )
         )
-        rows = apply_fdr([decide_across(c, self.ledgers) for c in self.claims])
+        rows = plan_seeds(apply_fdr([decide_across(c, self.ledgers) for c in self.claims]))
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
         d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments))
         d.add(*stale_blocks(self.stale))

@@ -58,3 +58,9 @@ def rounding(value: float) -> float:
         return 0.0
     digits = text.split(".")[1].rstrip("0") if "." in text else ""
     return 0.5 * 10 ** -len(digits)
+
+
+def profile_heading(title: str, profile) -> str:
+    """A section computed from the pipeline's own reports/ says so in its heading: its numbers are the profile's, and
+    the claims ledger (which may read a larger budget, reports/claims) decides the claims."""
+    return f"{title} (profile `{profile}`; the claims ledger decides the claims)"

@@ -73,6 +73,7 @@ class Row:
     runs: list[RunResult] = dataclasses.field(default_factory=list, repr=False)  # the runs the numbers come from
     other: str = ""  # the other budget's result, where it tells another story (decide_across)
     stale_known: bool = True  # False: a result outside dvc.lock whose code could not be compared
+    planned_seeds: int | None = None  # seeds for 80% power at the runs' seed-to-seed spread (plan_seeds)
 
 
 def fmt(v: float | None) -> str:
@@ -466,6 +467,9 @@ class Ledger:
                 f"no significant difference: the interval [{fmt(lo)}, {fmt(hi)}] contains "
                 f"{'0' if direction in ('a_higher', 'a_lower') else 'the margin'}; neither is called better"
             )
+        boundary = {"a_higher": 0.0, "a_lower": 0.0, "a_not_worse": -margin}.get(
+            direction, margin if diff.diff >= 0 else -margin
+        )
         return Row(
             c,
             verdict,
@@ -477,6 +481,7 @@ class Ledger:
             test=diff.test,
             compared=[(f"{a} − {b}", diff.diff, lo, hi)],
             p=p,
+            planned_seeds=_plan(diff, boundary),
             **base,
         )
 
@@ -694,6 +699,7 @@ class Ledger:
             p=p,
             provenance=self._sides([(d["with"], ra), (d["without"], rb)]),
             runs=ra + rb,
+            planned_seeds=_plan(diff, low if abs(diff.diff - low) < abs(diff.diff - high) else high),
         )
 
     def _best_of(self, c: Claim) -> Row:
@@ -768,6 +774,7 @@ class Ledger:
             p=diff.p_against(0.0),
             provenance=self._sides([(best_claimed, ra), (best_other, rb)]),
             runs=ra + rb,
+            planned_seeds=_plan(diff, 0.0),
         )
 
     def _figure(self, c: Claim) -> Row:
@@ -788,6 +795,41 @@ class Ledger:
     def _untestable(self, c: Claim) -> Row:
         d = c.decided_by
         return Row(c, UNTESTABLE, f"{d['reason']}; would take: {d['command']}")
+
+
+RANKING_SEEDS = 5  # a model compared with several others on one task: at least this many seeds
+MIN_SEEDS = 3
+SEED_CAP = 20
+
+
+def _plan(diff: stats.Difference, boundary: float) -> int | None:
+    """Seeds for 80% power to tell the difference from ``boundary`` at the seed-to-seed spread of the matched
+    per-seed differences (``stats.seeds_for_power``, capped at 20); None without per-seed differences (one seed, a
+    bootstrap, a count)."""
+    if diff.sample is None:
+        return None
+    shifted = [x - boundary for x in diff.sample]
+    if len(shifted) < 2 or len(set(shifted)) == 1:
+        return None  # no spread to plan with
+    n = stats.seeds_for_power(shifted, cap=SEED_CAP)
+    return max(MIN_SEEDS, n) if n is not None else SEED_CAP + 1  # SEED_CAP + 1: beyond any budget here
+
+
+def plan_seeds(rows: list[Row]) -> list[Row]:
+    """Each comparison's seed count from power (``_plan``), raised to ``RANKING_SEEDS`` where one model is compared
+    with several others on a task (a ranking); a row with fewer seeds than its plan says so. Changed in place."""
+    pairs: dict[tuple, int] = {}
+    for r in rows:
+        d = r.claim.decided_by
+        if d.get("kind") == "pairwise" and not d.get("grid"):
+            key = (d["task"], tuple(models_of(d["a"])))
+            pairs[key] = pairs.get(key, 0) + 1
+    for r in rows:
+        d = r.claim.decided_by
+        ranking = d.get("kind") == "pairwise" and pairs.get((d.get("task"), tuple(models_of(d.get("a", [])))), 0) > 1
+        if r.seeds and r.verdict not in (UNTESTABLE, SHOWN) and (r.planned_seeds or ranking):
+            r.planned_seeds = max(r.planned_seeds or 0, RANKING_SEEDS if ranking else 0) or None
+    return rows
 
 
 def _within(diff: stats.Difference, low: float, high: float, outside: bool) -> float | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from swarmlab.document import Bullets, Document, Heading, Para, Table
 from swarmlab.report import stats
 from swarmlab.report.baselines import EXPERIMENT, matches
-from swarmlab.report.cells import fmt, rounding
+from swarmlab.report.cells import fmt, profile_heading, rounding
 from swarmlab.report.inputs import TaskData
 from swarmlab.report.presentation import RUNTIME_PREFIXES, TASKS
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
 def papers_section(rep: Report) -> list:
     d = Document("")
     d.add(
-        Heading(2, "Our numbers beside the papers'"),
+        Heading(2, profile_heading("Our numbers beside the papers'", rep.params.get("profile"))),
         Para(
             "Per task and per paper table: the paper's rows, then our runs of the models the table names. Each paper "
             "row names the registered model and the config fields it fixes (`ours`, `overrides` in "
@@ -98,7 +98,12 @@ def papers_section(rep: Report) -> list:
         if protocol:
             d.add(Para("**Protocol for this task:** " + " ".join(protocol)))
         if not t.models:
-            d.add(Para(f"No run of ours on `{k}` yet (see What is missing)."))
+            d.add(
+                Para(
+                    f"No run of ours on `{k}` at profile `{rep.params.get('profile')}` (see What is missing; the "
+                    "claims ledger above reads the `claims` profile's runs too)."
+                )
+            )
     return d.blocks
 
 
@@ -188,7 +193,9 @@ def check_against(rep: Report, t: TaskData, key: str, entry: dict):
 
 def disagreement_section(rep: Report) -> list:
     d = Document("")
-    d.add(Heading(2, "Where we disagree with a paper beyond its stated noise"))
+    d.add(
+        Heading(2, profile_heading("Where we disagree with a paper beyond its stated noise", rep.params.get("profile")))
+    )
     if not rep.disagreements:
         d.add(Para("No matched number of ours has its 95% interval outside the paper's value ± its stated noise."))
     else:

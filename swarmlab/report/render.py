@@ -17,6 +17,7 @@ from swarmlab.report.ledger import (
     BELOW_BUDGET,
     CONTRADICTED,
     INCONCLUSIVE,
+    SEED_CAP,
     SHOWN,
     SUPPORTED,
     UNTESTABLE,
@@ -79,6 +80,17 @@ def ledger_table(rows: list[Row], amendments: list[Amendment] = ()) -> Table:
     return Table(HEADER, body, "lllllr")
 
 
+def seeds_cell(r: Row) -> str:
+    """The seeds a row used, and its protocol's plan where the runs' spread asks for more (80% power)."""
+    if not r.seeds:
+        return "—"
+    if r.planned_seeds and r.planned_seeds > SEED_CAP:
+        return f"{r.seeds} (plan: over {SEED_CAP} at this spread; undecidable at this budget)"
+    if r.planned_seeds and r.planned_seeds > r.seeds:
+        return f"{r.seeds} (plan: {r.planned_seeds}; below it, the verdict is provisional)"
+    return f"{r.seeds}" + (f" (plan: {r.planned_seeds})" if r.planned_seeds else "")
+
+
 def how_table(rows: list[Row]) -> Table:
     """How each claim was decided: its budget, seeds, test, provenance of each side, the other budget's result."""
     body = []
@@ -90,7 +102,7 @@ def how_table(rows: list[Row]) -> Table:
             [
                 f"`{c.id}` ({c.seed} {c.section})",
                 f"“{words}”",
-                str(r.seeds) if r.seeds else "—",
+                seeds_cell(r),
                 r.budget or "—",
                 f"`{r.profile}`" + (f" from {r.source}" if r.source else ""),
                 r.provenance or "—",

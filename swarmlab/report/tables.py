@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from swarmlab.document import Code, Document, Heading, Para, Table
 from swarmlab.engine.config import TrainConfig
 from swarmlab.report.baselines import EXPERIMENT
-from swarmlab.report.cells import fmt, is_number
+from swarmlab.report.cells import fmt, is_number, profile_heading
 from swarmlab.report.presentation import BENCHMARKS, RUNTIME_PREFIXES
 from swarmlab.report.side import side_rows
 from swarmlab.settings import fields_with, flatten
@@ -88,7 +88,7 @@ def status_section(rep: Report) -> list:
 def cross_family_section(rep: Report) -> list:
     d = Document("")
     d.add(
-        Heading(2, "Cross-family comparison"),
+        Heading(2, profile_heading("Cross-family comparison", rep.params.get("profile"))),
         Para(
             "Every model run on a task, at that task's settings of the active profile: the same data, the same "
             "engine, the same budget (the `stopped` column says which limit ended each run). Side runs (below "
@@ -176,7 +176,7 @@ def budget(rep: Report, key: str) -> str:
 def runtime_section(rep: Report) -> list:
     d = Document("")
     d.add(
-        Heading(2, "Runtime"),
+        Heading(2, profile_heading("Runtime", rep.params.get("profile"))),
         Para(
             "Training throughput (net, from the train stage) and inference latency, throughput and peak memory "
             "(evaluate stage, test split), per task and model; then the papers' runtime figures."

@@ -19,6 +19,7 @@ from swarmlab.report.ledger import (
     UNTESTABLE,
     Ledger,
     apply_fdr,
+    plan_seeds,
 )
 from swarmlab.report.render import headline, how_table, ledger_table, track_paragraph
 from swarmlab.report.testsplit import ITEMS
@@ -482,3 +483,24 @@ def test_a_model_at_chance_on_every_seed_decides_nothing_and_a_flat_search_picks
     assert tuned.verdict == SUPPORTED
     assert "settings chosen on validation by grid `lrs` (2 points); the search left a (validation accuracy" in tuned.why
     assert "b (validation" not in tuned.why
+
+
+def test_the_seed_plan_comes_from_the_spread_and_a_ranking_gets_at_least_five(tmp_path):
+    """The PMA grid's per-seed differences (-0.253, -0.232, -0.117; d = 2.7) need 4 seeds for 80% power; a model
+    compared with two others on one task is a ranking: at least 5."""
+    reports = tmp_path / "reports"
+    write_task(
+        reports,
+        "t",
+        {
+            m: {s: correct(1000, round(v * 1000), seed=10 * i + s) for s, v in enumerate(vals)}
+            for i, (m, vals) in enumerate(
+                {"a": [0.700, 0.700, 0.700], "b": [0.447, 0.468, 0.583], "c": [0.60, 0.60, 0.60]}.items()
+            )
+        },
+    )
+    rows = plan_seeds(apply_fdr([Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t")))]))
+    assert rows[0].seeds == 3 and rows[0].planned_seeds == 4
+    ranking = [claim("ab", pair("a", "b", task="t")), claim("ac", pair("a", "c", task="t"))]
+    rows = plan_seeds([Ledger(reports, profile="cpu").decide(c) for c in ranking])
+    assert [r.planned_seeds for r in rows] == [5, 5]
