@@ -72,3 +72,77 @@ def test_a_ratio_count_flag_must_be_a_boolean(tmp_path):
     assert errors == [
         f"{entry['id']}: decided_by.count must be true or false (true: the fields are counts, such as FLOPs, not timings)"
     ]
+
+
+def test_issue_35_evidence_is_attributed_and_kept():
+    """Issue 35, item 8: each quote decided by the experiment it is about, and the rows a reviewer found missing."""
+    by_id = {c.id: c for c in CLAIMS}
+    # 003 §5's "outperforms ... in an amortized clustering experiment" is Table 2's (direct); Table 3 says "on par"
+    s5 = "it outperforms other state of the art models in an amortized clustering experiment"
+    assert {c.task for c in CLAIMS if c.words == s5} == {"clustering_direct"}
+    assert "s003-swarm-beats-isab-mog" not in by_id
+    assert all(
+        c.decided_by.get("direction") in ("equal", "a_not_worse")
+        for c in CLAIMS
+        if c.task == "clustering_mog"
+        and {c.decided_by.get("a"), c.decided_by.get("b")} == {"swarm", "set_transformer_isab"}
+    )
+    # 002's 10x: each paper-style row has a matched-width sibling read from the same GPU table
+    for step in ("train", "infer"):
+        paper, matched = by_id[f"s002-{step}-10x"].decided_by, by_id[f"s002-{step}-10x-matched"].decided_by
+        assert matched["path"] == paper["path"] and matched["numerator"]["field"] == paper["numerator"]["field"]
+        assert matched["numerator"]["model"] != paper["numerator"]["model"]
+    # 000's memory at every cluster size of Figure 3, and its fall with C
+    assert {"s000-memory-c2", "s000-memory-c4", "s000-memory-c8", "s000-memory-falls-with-c"} <= set(by_id)
+    # 001: the whole model's count, and one row per switch of the grid that measures them
+    whole = by_id["s001-whole-model-params"].decided_by
+    assert (whole["a"], whole["b"], whole["metric"]) == (
+        "swarmformer_enhanced_small",
+        "swarmformer_enhanced_small_all_off",
+        "num_params",
+    )
+    switched = {
+        c.decided_by["b"]
+        for c in CLAIMS
+        if c.decided_by.get("grid") == "enhanced_switches" and c.decided_by.get("metric") == "test_accuracy"
+    }
+    assert switched == {
+        f"swarmformer_enhanced_small_no_{s}"
+        for s in ("window", "mha", "routing", "gated_mlp", "preln", "tied_qkv", "pyramid")
+    }
+
+
+TABLE_RATIOS = [c for c in CLAIMS if c.kind == "ratio" and c.decided_by["source"] == "table"]
+
+
+def _first_row(text: str, sel: dict) -> tuple[int, dict] | None:
+    """(table number, row) of the row a `table` ratio reads: the first of the model and length with the column."""
+    table, in_table, header = -1, False, None
+    for line in text.splitlines():
+        s = line.strip()
+        if not s.startswith("|"):
+            in_table, header = False, None
+            continue
+        cells = [x.strip() for x in s.strip("|").split("|")]
+        if not in_table:
+            table, in_table, header = table + 1, True, cells
+            continue
+        row = dict(zip(header, cells))
+        if row.get("model") == sel["model"] and row.get("L") == str(sel["tokens"]) and sel["field"] in row:
+            return table, row
+    return None
+
+
+@pytest.mark.parametrize("claim", TABLE_RATIOS, ids=lambda c: c.id)
+def test_a_table_ratio_reads_both_sides_from_one_table(claim):
+    """A `table` ratio reads the first row of a model and length that has the column; the runtime table names each
+    group's Longformer "Longformer", so a ratio whose two sides land in different tables (one group's HSW over the
+    other group's Longformer) would compare models of different widths without a word."""
+    d = claim.decided_by
+    path = REPO_ROOT / "reports" / d["path"]
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this checkout")
+    text = path.read_text(encoding="utf-8")
+    found = {side: _first_row(text, d[side]) for side in ("numerator", "denominator") if d.get(side)}
+    assert all(found.values()), f"{claim.id}: a side matches no row of {d['path']}"
+    assert len({table for table, _ in found.values()}) == 1, f"{claim.id}: its sides are read from different tables"
