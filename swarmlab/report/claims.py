@@ -9,6 +9,8 @@ from the metrics files. The format is described at the top of the YAML file and 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -26,11 +28,11 @@ DIRECTIONS = ("a_higher", "a_lower", "equal", "a_not_worse")
 REQUIRES = ("cuda",)
 # decided_by.kind -> (required keys, optional keys)
 KINDS = {
-    "threshold": (("task", "model", "metric", "op", "value"), ("tuning",)),
-    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid", "tuning")),
+    "threshold": (("task", "model", "metric", "op", "value"), ("tuning", "seeds")),
+    "pairwise": (("task", "a", "b", "metric", "direction", "protocol"), ("margin", "grid", "tuning", "seeds")),
     "ratio": (("source", "numerator", "op", "value"), ("denominator", "path", "count")),
-    "delta": (("grid", "task", "model", "metric", "with", "without", "low", "high", "protocol"), ()),
-    "best_of": (("grid", "metric", "mode", "best"), ()),
+    "delta": (("grid", "task", "model", "metric", "with", "without", "low", "high", "protocol"), ("seeds",)),
+    "best_of": (("grid", "metric", "mode", "best"), ("seeds",)),
     "figure": (("task", "glob"), ()),
     "untestable": (("reason", "command"), ()),
 }
@@ -58,6 +60,14 @@ class Claim:
     @property
     def task(self) -> str | None:
         return self.decided_by.get("task")
+
+    @property
+    def protocol_hash(self) -> str:
+        """A short hash of the claim's decisive experiment as written (``decided_by``, with its seed count, tuning
+        grid and test, and the budget it is judged at): the first test read of the experiment records it, and a
+        later change shows as an amendment (swarmlab/report/amendments.yaml) or is flagged."""
+        spec = {"decided_by": self.decided_by, "paper_profile": self.paper_profile}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def models_of(value) -> list[str]:
@@ -131,6 +141,8 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
                 not isinstance(sel, dict) or sorted(sel) != sorted(SELECTOR) or not _model_field(sel.get("model"))
             ):
                 return f"decided_by.{side} must have exactly {', '.join(SELECTOR)} (model: a name or a list of names)"
+    if "seeds" in d and not (isinstance(d["seeds"], int) and not isinstance(d["seeds"], bool) and d["seeds"] >= 2):
+        return f"decided_by.seeds must be a whole number of seeds, 2 or more, not {d['seeds']!r}"
     if "tuning" in d and not (isinstance(d["tuning"], str) and d["tuning"]):
         return "decided_by.tuning must name the ablation grid that chose the models' settings on validation"
     if kind == "delta" and d["low"] > d["high"]:

@@ -81,14 +81,18 @@ def ledger_table(rows: list[Row], amendments: list[Amendment] = ()) -> Table:
 
 
 def seeds_cell(r: Row) -> str:
-    """The seeds a row used, and its protocol's plan where the runs' spread asks for more (80% power)."""
+    """The seeds a row used, against its protocol's count (``decided_by.seeds``, fixed in advance); else the plan
+    from the runs' own spread (80% power) where it asks for more."""
     if not r.seeds:
         return "—"
+    fixed = r.claim.decided_by.get("seeds")
+    if fixed:
+        return f"{r.seeds} of the protocol's {fixed}" + ("; provisional" if r.seeds < fixed else "")
     if r.planned_seeds and r.planned_seeds > SEED_CAP:
         return f"{r.seeds} (plan: over {SEED_CAP} at this spread; undecidable at this budget)"
     if r.planned_seeds and r.planned_seeds > r.seeds:
         return f"{r.seeds} (plan: {r.planned_seeds}; below it, the verdict is provisional)"
-    return f"{r.seeds}" + (f" (plan: {r.planned_seeds})" if r.planned_seeds else "")
+    return str(r.seeds)
 
 
 def how_table(rows: list[Row]) -> Table:
