@@ -5,7 +5,11 @@ its own figures (``task.report``), latency per batch (mean, p50, p95 after warm-
 synchronisation), throughput (samples/s; on CUDA a second pass without per-batch syncs) and peak
 memory (process peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on GPU). Writes
 ``reports/evaluate/<task>/metrics.json`` (DVC metrics; keyed by run, ``<model>-seed<k>``, each entry naming its
-model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run.
+model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run. Each run's read of the
+test split is checked against, and recorded in, ``reports/evaluate/<task>/test_reads.json``; once the evaluation has
+succeeded it is appended to the repository's log of test reads, ``reports/test_reads.jsonl``
+(swarmlab/report/testsplit.py; an ablation point's lines name its grid and point, ``$SWARMLAB_ABLATION_GRID`` and
+``$SWARMLAB_ABLATION_POINT``).
 
 The runs go through the same scheduler as training (swarmlab/schedule/scheduler.py: in this process, or fanned out
 over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 from swarmlab.engine import BEST, resolve_device
@@ -25,7 +30,16 @@ from swarmlab.errors import SwarmlabError, cli
 from swarmlab.evaluation.run import TRAIN_ROOT
 from swarmlab.io import atomic_dir
 from swarmlab.paths import REPORTS_DIR, git_commit
-from swarmlab.report.testsplit import check_reads, load_reads, read_entry, write_reads
+from swarmlab.report.testsplit import (
+    append_reads,
+    check_reads,
+    load_reads,
+    log_line,
+    read_entry,
+    read_result,
+    where,
+    write_reads,
+)
 from swarmlab.run_config import build_model, evaluate_settings, model_overrides, train_config
 from swarmlab.runs import default_task, make_task, report_dir, skip_reason, task_runs, train_dir, write_skipped
 from swarmlab.schedule.scheduler import Job, Scheduler
@@ -66,25 +80,24 @@ def evaluate(
     if tracking:
         check_tracking_uri()
     folder = Path(report_dir("evaluate", task_name, report_root)).resolve()
-    reads = check_reads(
-        folder,
-        [
-            read_entry(
-                task=task_name,
-                registered=task.name,
-                options=dataclasses.asdict(task.options),
-                model=r.model,
-                overrides=model_overrides(params, task_name, r.model),
-                seed=r.seed,
-                train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
-                run=r.name,
-                profile=params["profile"],
-                commit=git_commit(),
-            )
-            for r in runs
-        ],
-        retest=retest,
-    )  # a second look at a test split is refused unless named (--retest)
+    options = dataclasses.asdict(task.options)
+    overrides = {r.model: model_overrides(params, task_name, r.model) for r in runs}
+    entries = [
+        read_entry(
+            task=task_name,
+            registered=task.name,
+            options=options,
+            model=r.model,
+            overrides=overrides[r.model],
+            seed=r.seed,
+            train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
+            run=r.name,
+            profile=params["profile"],
+            commit=git_commit(),
+        )
+        for r in runs
+    ]
+    reads = check_reads(folder, entries, retest=retest)  # a second look at a test split is refused unless named
     train_root = Path(train_root).resolve()
     with scheduler, atomic_dir(folder) as tmp:  # all of it, or the previous reports
         jobs = [
@@ -99,7 +112,41 @@ def evaluate(
         results = scheduler.execute("swarmlab.evaluation.run:evaluate_one", jobs, tracking=tracking, fresh_workers=True)
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
         write_reads(tmp, reads)
+    # the reports are in place: every read goes to the repository's log, reproductions and re-reads alike
+    ablation = {k: os.environ.get(f"SWARMLAB_ABLATION_{k.upper()}") for k in ("grid", "point")}  # ablation_runs.py
+    fingerprint = task.data_fingerprint()
+    append_reads(
+        [
+            log_line(
+                entry,
+                task=task_name,
+                registered=task.name,
+                options=options,
+                data_fingerprint=fingerprint,
+                overrides=overrides[r.model],
+                where=where(folder),
+                result=read_result(results.get(r.name)),
+                train_commit=train_commit(train_dir(task.key, r.name, train_root)),
+                **{k: v for k, v in ablation.items() if v},
+            )
+            for r, entry in zip(runs, entries)
+        ]
+    )
     return results
+
+
+def train_commit(run_dir: Path) -> str | None:
+    """The commit the run was trained at, as its ``run.json`` (or its metrics entry, ``summary.json``) records it
+    (swarmlab/training/run.py); None for a run trained before either did. Read here, not through swarmlab.records,
+    whose fingerprint code is no dependency of this stage."""
+    for name in ("run.json", "summary.json"):
+        try:
+            commit = json.loads((Path(run_dir) / name).read_text()).get("git_commit")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if commit:
+            return commit
+    return None
 
 
 @cli

@@ -59,7 +59,14 @@ def run_point(
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.symlink_to(src, target_is_directory=src.is_dir())
     write_params_file(p, side / "params.yaml")
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(side), "MLFLOW_TRACKING_URI": tracking_uri()}
+    env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(side),
+        "MLFLOW_TRACKING_URI": tracking_uri(),
+        # evaluate names the point in its lines of the repository's test-read log (swarmlab/report/testsplit.py)
+        "SWARMLAB_ABLATION_GRID": grid,
+        "SWARMLAB_ABLATION_POINT": point["point"],
+    }
     started, log = time.perf_counter(), side / "run.log"
     commands = []
     for stage in stages:

@@ -35,6 +35,20 @@ NEGATIVE = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _test_read_log(tmp_path_factory):
+    """No test appends to the repo's log of test-split reads (reports/test_reads.jsonl): set in os.environ, so that
+    the stages a test runs as subprocesses (grid points, claims pieces) inherit it."""
+    before = os.environ.get("SWARMLAB_TEST_READ_LOG")
+    path = tmp_path_factory.mktemp("test_read_log") / "test_reads.jsonl"
+    os.environ["SWARMLAB_TEST_READ_LOG"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("SWARMLAB_TEST_READ_LOG", None)
+    else:
+        os.environ["SWARMLAB_TEST_READ_LOG"] = before
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path, monkeypatch):
     """No test writes to the repo's MLflow store or shows progress bars."""

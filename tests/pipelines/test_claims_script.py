@@ -13,6 +13,7 @@ from pathlib import Path
 
 from swarmlab.ablations import grid_points
 from swarmlab.params import load_params
+from swarmlab.report.testsplit import load_log
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
 GRID = "long_lr_listops"  # a grid whose task reads no IMDB data: the script builds only ListOps' data
@@ -75,7 +76,7 @@ def test_a_wrong_name_is_one_line_and_touches_nothing(tmp_path):
 
 def test_a_task_piece_trains_a_changed_setting_again_and_reads_the_test_again_only_with_retest(tmp_path):
     """The lr search moves a model's lr in params: the piece must train it again (not refuse it, as --resume did),
-    and its second read of the test split needs --retest, recorded as a re-read."""
+    and its second read of the test split needs --retest, recorded as a re-read, in the folder and in the log."""
     repo = _clone(tmp_path)
     first = _run(repo, "task", "listops")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -101,3 +102,9 @@ def test_a_task_piece_trains_a_changed_setting_again_and_reads_the_test_again_on
     assert len(kept) == 2 * runs and runs > 0
     assert [r["retest"] for r in kept] == [False] * runs + [True] * runs
     assert {r["train_settings"]["lr"] for r in kept[runs:]} == {2.0e-3}
+    # the repository's log (the clone's: the script's stages run its code) keeps both reads of every run; the piece's
+    # folder kept in reports/claims is replaced, the log only grows
+    log = load_log(repo / "reports" / "test_reads.jsonl")
+    assert [line["kind"] for line in log] == ["first"] * runs + ["re-read"] * runs
+    assert {line["where"] for line in log} == {"outputs/claims/reports/evaluate/listops"}
+    assert [line["run"] for line in log[:runs]] == [line["run"] for line in log[runs:]]
