@@ -25,12 +25,15 @@ from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
 from swarmlab.report.inputs import TaskData, TaskInfo
-from swarmlab.report.ledger import Ledger, apply_fdr, decide_across, plan_seeds
+from swarmlab.report.ledger import Ledger, annotate_reads, apply_fdr, decide_across, plan_seeds
 from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
+from swarmlab.report.protocols import freeze
+from swarmlab.report.protocols import status as protocol_status
 from swarmlab.report.provenance import code_changes, in_history, provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
+from swarmlab.report.testsplit import load_log
 
 FIGURES = "report/figures"  # relative to reports/
 
@@ -225,9 +228,16 @@ class Report:
                 "`python -m pipelines.paper_baselines`)."
             )
         )
-        rows = plan_seeds(apply_fdr([decide_across(c, self.ledgers) for c in self.claims]))
+        log = load_log()  # every test read (reports/test_reads.jsonl)
+        rows = annotate_reads(plan_seeds(apply_fdr([decide_across(c, self.ledgers) for c in self.claims])), log)
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
-        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments))
+        # each claim's protocol is frozen the first time a read decides it; a later change needs an amendment
+        frozen = freeze(
+            self.reports, [(r.claim, [r_.provenance.commit for r_ in r.runs if r_.provenance.commit]) for r in rows]
+        )
+        for r in rows:
+            r.protocol, r.unamended = protocol_status(r.claim, frozen, amendments)
+        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(

@@ -31,7 +31,7 @@ from swarmlab.report import reruns, stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
 from swarmlab.report.results import RunResult, mean_of, read_task, runs_from
-from swarmlab.report.testsplit import ITEMS
+from swarmlab.report.testsplit import ITEMS, headline, read_result
 
 SUPPORTED = "supported"
 INCONCLUSIVE = "inconclusive"
@@ -74,6 +74,9 @@ class Row:
     other: str = ""  # the other budget's result, where it tells another story (decide_across)
     stale_known: bool = True  # False: a result outside dvc.lock whose code could not be compared
     planned_seeds: int | None = None  # seeds for 80% power at the runs' seed-to-seed spread (plan_seeds)
+    reads: str = ""  # how often each side's test split was read, and which read decides (annotate_reads)
+    protocol: str = ""  # whether the claim's protocol is as frozen at its first read (swarmlab.report.protocols)
+    unamended: bool = False  # its protocol changed after its first read without an amendment
 
 
 def fmt(v: float | None) -> str:
@@ -829,6 +832,46 @@ def plan_seeds(rows: list[Row]) -> list[Row]:
         ranking = d.get("kind") == "pairwise" and pairs.get((d.get("task"), tuple(models_of(d.get("a", [])))), 0) > 1
         if r.seeds and r.verdict not in (UNTESTABLE, SHOWN) and (r.planned_seeds or ranking):
             r.planned_seeds = max(r.planned_seeds or 0, RANKING_SEEDS if ranking else 0) or None
+    return rows
+
+
+def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
+    """Each row's test reads, from the repository's log (``testsplit.load_log``): per side, how many times the test
+    split of each (task, model, seed) was read (reproductions of a read under the same settings not counted), and which
+    of those reads made the row's numbers (the read at the run's evaluation commit with its result). Changed in
+    place."""
+    for row in rows:
+        sides: dict[str, list[RunResult]] = {}
+        for r in row.runs:
+            sides.setdefault(r.model, []).append(r)
+        parts = []
+        for model, runs in sides.items():
+            counts, deciding = [], []
+            for r in runs:
+                lines = [
+                    line
+                    for line in log
+                    if line.get("task") == r.task and line.get("model") == model and line.get("seed") == r.seed
+                ]
+                want, commit = headline(read_result(r.test)), (r.provenance.commit or "")[:7]
+                number, found = 0, None
+                for line in lines:
+                    number += line.get("kind") != "reproduction"
+                    got = headline(line.get("result"))
+                    same = isinstance(got, (int, float)) and want is not None and abs(got - want) <= 1e-9
+                    if str(line.get("commit") or "")[:7] == commit and same:
+                        found = max(number, 1)
+                counts.append(number)
+                deciding.append(found)
+            n = max(counts)
+            text = f"{model}: {n} read{'s' if n != 1 else ''} of the test split per seed"
+            if None in deciding:
+                text += ", the deciding read not in the log"
+            elif n > 1:
+                lo, hi = min(deciding), max(deciding)
+                text += f", decided by read {lo}" + (f"–{hi}" if hi != lo else "")
+            parts.append(text)
+        row.reads = "; ".join(parts)
     return rows
 
 

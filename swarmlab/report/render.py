@@ -7,7 +7,6 @@ reasons). ``TRACKS`` only names the tracks.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -27,7 +26,7 @@ from swarmlab.report.ledger import (
 )
 from swarmlab.plots import comparison_chart
 from swarmlab.report.amendments import Amendment
-from swarmlab.report.testsplit import READS, rereads
+from swarmlab.report.testsplit import log_rereads
 
 TRACKS = {
     "000": "Paper 000, SwarmFormer (IMDB, memory)",
@@ -43,6 +42,8 @@ HOW_HEADER = [
     "budget",
     "profile",
     "provenance (each side)",
+    "test reads",
+    "protocol",
     "why · test",
     "the other budget",
     "stale?",
@@ -110,12 +111,14 @@ def how_table(rows: list[Row]) -> Table:
                 r.budget or "—",
                 f"`{r.profile}`" + (f" from {r.source}" if r.source else ""),
                 r.provenance or "—",
+                r.reads or "—",
+                r.protocol or "—",
                 why,
                 r.other or "—",
                 ("**stale**: " + r.stale) if r.stale else ("current" if r.stale_known else STALE_UNKNOWN),
             ]
         )
-    return Table(HOW_HEADER, body, "llrllllll")
+    return Table(HOW_HEADER, body, "llrllllllll")
 
 
 # a folder DVC does not track whose code could not be compared (no dvc.lock or no git here)
@@ -164,6 +167,13 @@ def headline(rows: list[Row]) -> Para:
         if withheld
         else "; it withholds none."
     )
+    unamended = [r for r in rows if r.unamended]
+    if unamended:
+        text += (
+            f" **{len(unamended)} claims' protocols changed after their first read without an amendment**: "
+            + ", ".join(f"`{r.claim.id}`" for r in unamended)
+            + "."
+        )
     if refused:
         text += (
             f" {len(refused)} claims lost a result to refusal (made at a commit that is not in this repository's "
@@ -199,29 +209,20 @@ def track_paragraph(seed: str, rows: list[Row]) -> Para:
     return Para(" ".join(parts))
 
 
-def reread_lines(reports: Path) -> list[str]:
-    """One line per test split read more than once, from every test-read record under ``reports``."""
-    lines = []
-    for path in sorted(Path(reports).rglob(READS)):
-        try:
-            reads = json.loads(path.read_text(encoding="utf-8")).get("reads") or []
-        except (OSError, ValueError):
-            lines.append(f"`{path.relative_to(reports)}` could not be read")
-            continue
-        for model, extra in sorted(rereads(reads).items()):
-            settings = sorted(
-                {
-                    json.dumps({k: v for k, v in (r.get("train_settings") or {}).items() if k in ("lr",)})
-                    for r in reads
-                    if r["model"] == model
-                }
-            )
-            lines.append(
-                f"`{path.parent.relative_to(reports)}`: `{model}` read its test split {extra + 1} times under "
-                f"one model config (training settings {', '.join(settings)}); the numbers of the later reads are "
-                f"selected with knowledge of the earlier ones"
-            )
-    return lines
+def read_blocks(log: list[dict]) -> list:
+    """The test-split reads: the log's counts, and one line per (task, model, seed) read more than once."""
+    kinds = {k: sum(line.get("kind") == k for line in log) for k in ("first", "re-read", "reproduction")}
+    lines = log_rereads(log)
+    return [
+        Heading(3, "Test-split reads"),
+        Para(
+            f"Every read of a test split is a line of `reports/test_reads.jsonl` (append only; `docs/reports.md`): "
+            f"{len(log)} reads, {kinds['first']} first reads, {kinds['re-read']} re-reads of a (task, model, seed) "
+            f"already read under other settings, {kinds['reproduction']} reproductions under the same settings. "
+            "Each ledger row says how many reads its numbers' test split had and which one decides it."
+        ),
+        Bullets(lines) if lines else Para("No test split was read more than once."),
+    ]
 
 
 STALE_HEADING = "Stale numbers"
@@ -262,6 +263,7 @@ def ledger_blocks(
     figure: Callable[[str, Callable[[Path], Path]], Image | None],
     embed: Callable[[Path, str], Image],
     amendments: list[Amendment] = (),
+    log: list[dict] = (),
 ) -> list:
     """The report's opening: heading, ledger table, one paragraph per track, charts, figures, test-split reads."""
     blocks: list = [
@@ -307,9 +309,4 @@ def ledger_blocks(
         for r in shown:
             for f in r.figures:
                 blocks.append(embed(Path(reports) / f, f"`{r.claim.id}`: “{r.claim.words}” — `{f}`"))
-    lines = reread_lines(reports)
-    blocks += [
-        Heading(3, "Test-split reads"),
-        Bullets(lines) if lines else Para("Every test split was read once per model config and training settings."),
-    ]
-    return blocks
+    return blocks + read_blocks(list(log))
