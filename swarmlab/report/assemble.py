@@ -13,6 +13,7 @@ through ``CodeBase``, which the `report` stage (pipelines/report.py) fills in.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -237,7 +238,9 @@ class Report:
         )
         for r in rows:
             r.protocol, r.unamended = protocol_status(r.claim, frozen, amendments)
-        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log))
+        # the verdicts before the claims had protocols (issue 35), kept to show what moved
+        before = _json(self.reports / "claims" / "verdicts_before_protocol.json") or {}
+        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log, before))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(
@@ -255,6 +258,13 @@ class Report:
         for blocks in sections:
             d.add(*blocks)
         return d
+
+
+def _json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def write(report: Report, reports: Path) -> None:

@@ -149,6 +149,54 @@ def amendment_blocks(amendments: list[Amendment]) -> list:
     ]
 
 
+def history_blocks(rows: list[Row], before: dict, amendments: list[Amendment] = ()) -> list:
+    """Each verdict before the claims had protocols (``before``: the ledger of an earlier commit, claim -> verdict and
+    number) beside now, for the claims whose verdict moved, with the reasons the rows give; the count of new claims."""
+    old = before.get("claims") or {}
+    if not old:
+        return []
+    body = []
+    for r in rows:
+        was = old.get(r.claim.id)
+        if was is None or was["verdict"] == r.verdict:
+            continue
+        why = []
+        if r.before_fdr:
+            why.append(f"the FDR control (q = {_p(r.q)})")
+        if "refused:" in r.why or "refused:" in r.other:
+            why.append("its result was made at a commit outside the history: refused")
+        if r.why.startswith("not decided:"):
+            why.append("a model that did not learn")
+        withdrawn = [a.id for a in amendments if r.claim.id in a.claims and not a.standing]
+        standing = [a.id for a in amendments if r.claim.id in a.claims and a.standing]
+        if withdrawn:
+            why.append(f"amendments withdrawn ({', '.join(withdrawn)})")
+        if standing:
+            why.append(f"see amendment {', '.join(standing)}")
+        if not why and was.get("ours") != r.ours:
+            why.append("other numbers")
+        body.append(
+            [
+                f"`{r.claim.id}`",
+                f"{was['verdict']}: {was.get('ours', '—')}",
+                f"{r.verdict}: {r.ours}",
+                "; ".join(why) or "—",
+            ]
+        )
+    new = [r.claim.id for r in rows if r.claim.id not in old]
+    gone = sorted(set(old) - {r.claim.id for r in rows})
+    blocks = [
+        Heading(3, f"Verdict history: before the protocols ({before.get('commit')}) and now"),
+        Para(
+            f"{len(body)} of the {len(old)} claims of {before.get('commit')} have another verdict now; {len(new)} claims "
+            f"are new" + (f"; {len(gone)} were replaced ({', '.join(f'`{g}`' for g in gone)})" if gone else "") + "."
+        ),
+    ]
+    if body:
+        blocks.append(Table(["claim", "before", "now", "why it moved"], body, "llll"))
+    return blocks
+
+
 def headline(rows: list[Row]) -> Para:
     """The verdict counts, the FDR control and the refusals, in one paragraph."""
     counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
@@ -264,6 +312,7 @@ def ledger_blocks(
     embed: Callable[[Path, str], Image],
     amendments: list[Amendment] = (),
     log: list[dict] = (),
+    before: dict | None = None,
 ) -> list:
     """The report's opening: heading, ledger table, one paragraph per track, charts, figures, test-split reads."""
     blocks: list = [
@@ -279,6 +328,7 @@ def ledger_blocks(
             "different. *p*: the two-sided p of the test the verdict rests on, against the claim's boundary; *q*: "
             "its Benjamini–Hochberg q. Budgets, tests, provenance and the other budget's result: below."
         ),
+        *history_blocks(rows, before or {}, list(amendments)),
         Heading(3, "How each claim was decided"),
         how_table(rows),
         Heading(3, "What each track shows"),

@@ -504,3 +504,20 @@ def test_the_seed_plan_comes_from_the_spread_and_a_ranking_gets_at_least_five(tm
     ranking = [claim("ab", pair("a", "b", task="t")), claim("ac", pair("a", "c", task="t"))]
     rows = plan_seeds([Ledger(reports, profile="cpu").decide(c) for c in ranking])
     assert [r.planned_seeds for r in rows] == [5, 5]
+
+
+def test_the_verdict_history_lists_what_moved_and_why(reports):
+    from swarmlab.report.render import history_blocks
+
+    rows = apply_fdr([decide(reports, claim("sup", threshold(0.70))), decide(reports, claim("new", threshold(0.5)))])
+    before = {
+        "commit": "abc1234",
+        "claims": {"sup": {"verdict": "inconclusive", "ours": "0.7"}, "gone": {"verdict": "supported"}},
+    }
+    heading, para, table = history_blocks(rows, before)
+    assert heading.text == "Verdict history: before the protocols (abc1234) and now"
+    assert (
+        "1 of the 2 claims of abc1234 have another verdict now; 1 claims are new; 1 were replaced (`gone`)" in para.text
+    )
+    assert table.rows == [["`sup`", "inconclusive: 0.7", f"supported: {rows[0].ours}", "other numbers"]]
+    assert history_blocks(rows, {}) == []
