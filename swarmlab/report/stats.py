@@ -26,6 +26,11 @@ RESAMPLES = 2000
 LEVEL = 0.95
 
 
+def _flat(x: np.ndarray) -> bool:
+    """No spread, up to rounding (0.8 - 0.6 and 0.81 - 0.61 differ in the last bit): a t-test has nothing to scale."""
+    return float(np.ptp(x)) <= 1e-12 * max(1.0, float(np.abs(x).max()))
+
+
 class _Tested:
     """What lets a result be tested against any boundary, not only 0: the per-seed values of a t-based result
     (``sample``), or the resampled statistics of a bootstrap (``draws``). Neither: an exact count or one
@@ -41,8 +46,8 @@ class _Tested:
         nearly so (bootstrap)."""
         if self.sample is not None:
             x_ = np.asarray(self.sample, dtype=float)
-            if np.ptp(x_) == 0:  # no spread: the values are the value
-                return 0.0 if float(x_[0]) != x else 1.0
+            if _flat(x_):  # no spread: the values are the value
+                return 0.0 if abs(float(x_.mean()) - x) > 1e-12 * max(1.0, abs(x)) else 1.0
             return float(sps.ttest_1samp(x_, popmean=x).pvalue)
         if self.draws is not None:
             d = self.draws
@@ -175,7 +180,7 @@ def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
     if n < 2:
         raise ValueError("an interval across seeds needs at least 2 seeds")
     mean = float(x.mean())
-    if np.ptp(x) == 0:
+    if _flat(x):
         return Interval(mean, mean, mean, n, f"t-interval across {n} seeds", sample=tuple(map(float, x)))
     lo, hi = sps.ttest_1samp(x, popmean=0).confidence_interval(level)
     return Interval(mean, float(lo), float(hi), n, f"t-interval across {n} seeds", sample=tuple(map(float, x)))
@@ -225,7 +230,7 @@ def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Dif
     if n < 2:
         raise ValueError("a paired test across seeds needs at least 2 matched seeds")
     mean, test, sample = float(d.mean()), f"paired t-test across {n} matched seeds", tuple(map(float, d))
-    if np.ptp(d) == 0:
+    if _flat(d):
         return Difference(mean, mean, mean, 0.0 if mean else 1.0, n, test, sample=sample)
     res = sps.ttest_rel(a_, b_)
     lo, hi = res.confidence_interval(level)
