@@ -214,19 +214,7 @@ def folder_reads(repo: Path, views: Views, commit: str, time: str, path: str) ->
         else:
             metrics = sibling.get(read["run"])
             metrics = metrics if metrics and same_commit(metrics.get("git_commit"), read.get("git_commit")) else None
-        out.append(
-            log_line(
-                read,
-                task=task,
-                **views.resolve(commit, read.get("profile"), task, read),
-                data_fingerprint=None,
-                where=folder,
-                result=read_result(metrics),
-                train_commit=trained.get(read["run"], {}).get("git_commit"),
-                time=time,
-                backfilled=f"{commit[:7]}:{path}",
-            )
-        )
+        out.append(stage_line(views, read, task, folder, metrics, trained.get(read["run"]), commit, time, path))
     return out
 
 
@@ -247,20 +235,23 @@ def reproductions(repo: Path, views: Views, commit: str, time: str, path: str) -
         if not mine or any(same_commit(r.get("git_commit"), metrics.get("git_commit")) for r in mine):
             continue
         read = {**mine[-1], "git_commit": metrics.get("git_commit")}  # the run's latest settings: the ones it reran
-        out.append(
-            log_line(
-                read,
-                task=task,
-                **views.resolve(commit, read.get("profile"), task, read),
-                data_fingerprint=None,
-                where=folder,
-                result=read_result(metrics),
-                train_commit=trained.get(run, {}).get("git_commit"),
-                time=time,
-                backfilled=f"{commit[:7]}:{path}",
-            )
-        )
+        out.append(stage_line(views, read, task, folder, metrics, trained.get(run), commit, time, path))
     return out
+
+
+def stage_line(views, read: dict, task: str, folder: str, metrics, trained, commit: str, time: str, path: str) -> dict:
+    """The log line of one read a stage folder recorded, from the version of ``path`` at ``commit``."""
+    return log_line(
+        read,
+        task=task,
+        **views.resolve(commit, read.get("profile"), task, read),
+        data_fingerprint=None,
+        where=folder,
+        result=read_result(metrics),
+        train_commit=(trained or {}).get("git_commit"),
+        time=time,
+        backfilled=f"{commit[:7]}:{path}",
+    )
 
 
 def grid_reads(repo: Path, views: Views, commit: str, time: str, path: str) -> list[dict]:

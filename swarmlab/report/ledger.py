@@ -140,30 +140,13 @@ class Ledger:
         row = getattr(self, f"_{kind}")(claim)
         row.profile = row.profile or self.profile
         refused = self._refused(row.runs)
-        if refused:
-            return Row(
-                claim,
-                UNTESTABLE,
-                f"refused: {refused}; decisive runs run from committed code: rerun from a commit of main",
-                profile=row.profile,
-                budget=row.budget,
-                provenance=row.provenance,
-                found=False,
-            )
+        if refused:  # the numbers are not used at all: the next folder (or "not testable") decides
+            why = f"refused: {refused}; decisive runs run from committed code: rerun from a commit of main"
+            return _undecided(row, why, found=False)
         if row.runs and row.verdict not in (UNTESTABLE, SHOWN):
             idle = self._did_not_learn(row.runs)
             if idle:
-                return Row(
-                    claim,
-                    UNTESTABLE,
-                    f"not decided: {idle}",
-                    ours=row.ours,
-                    seeds=row.seeds,
-                    profile=row.profile,
-                    budget=row.budget,
-                    provenance=row.provenance,
-                    runs=row.runs,
-                )
+                return _undecided(row, f"not decided: {idle}", found=True)
             row.why += self._tuning_note(claim)
         if self.code_changes is not None and row.runs:
             row.stale = self._code_stale(claim, row.runs)
@@ -833,6 +816,21 @@ def plan_seeds(rows: list[Row]) -> list[Row]:
         if r.seeds and r.verdict not in (UNTESTABLE, SHOWN) and (r.planned_seeds or ranking):
             r.planned_seeds = max(r.planned_seeds or 0, RANKING_SEEDS if ranking else 0) or None
     return rows
+
+
+def _undecided(row: Row, why: str, *, found: bool) -> Row:
+    """``row`` without a verdict, saying why; a found row keeps its numbers and runs (shown, not used to decide)."""
+    keep = dict(ours=row.ours, seeds=row.seeds, runs=row.runs) if found else {}
+    return Row(
+        row.claim,
+        UNTESTABLE,
+        why,
+        profile=row.profile,
+        budget=row.budget,
+        provenance=row.provenance,
+        found=found,
+        **keep,
+    )
 
 
 def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
