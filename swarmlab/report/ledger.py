@@ -69,6 +69,7 @@ class Row:
     compared: list[tuple[str, float, float, float]] = dataclasses.field(default_factory=list)  # (label, v, lo, hi)
     p: float | None = None  # two-sided p of the test the verdict rests on, against the claim's boundary
     q: float | None = None  # its Benjamini–Hochberg q across the report's tested claims (apply_fdr)
+    family: int = 0  # how many distinct tests that q was controlled across
     before_fdr: str = ""  # the verdict p alone would have called, when the FDR control withheld it
     runs: list[RunResult] = dataclasses.field(default_factory=list, repr=False)  # the runs the numbers come from
     other: str = ""  # the other budget's result, where it tells another story (decide_across)
@@ -895,6 +896,7 @@ def apply_fdr(rows: list[Row], alpha: float = ALPHA) -> list[Row]:
     q_of = dict(zip(tests, stats.fdr([p for (_, _, p) in tests])))
     for r in family:
         r.q = q = q_of[_test_key(r)]
+        r.family = len(tests)
         if r.verdict in CALLS and q >= alpha:
             r.before_fdr, r.verdict = r.verdict, INCONCLUSIVE
             r.why = (

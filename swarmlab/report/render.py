@@ -203,10 +203,12 @@ def headline(rows: list[Row]) -> Para:
     tested = [r for r in rows if r.q is not None]
     withheld = [r for r in rows if r.before_fdr]
     refused = [r for r in rows if "refused:" in r.why or "refused:" in r.other]
+    family = max((r.family for r in tested), default=0)
     text = (
         f"**{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + ".** "
-        f"{len(tested)} are decided by a test with a p-value; a call (supported, contradicted, not supported at this "
-        f"budget) stands only when its Benjamini–Hochberg q across those {len(tested)} is below 0.05"
+        f"{len(tested)} are decided by a test with a p-value ({family} distinct tests: two quotes of one comparison "
+        "share one); a call (supported, contradicted, not supported at this budget) stands only when its "
+        f"Benjamini–Hochberg q across those {family} tests is below 0.05"
     )
     text += (
         f", which withholds {len(withheld)} call{'s' if len(withheld) != 1 else ''} that p alone would make ("

@@ -173,7 +173,9 @@ def test_the_table_and_paragraph_come_from_the_rows(reports):
     assert all(r[4] != "—" and r[5] != "—" for r in table.rows)  # both are tests: p and q shown
     text = track_paragraph("000", rows).text
     assert "2 claims: 1 supported, 1 inconclusive" in text and "`close` is inconclusive" in text
-    assert "**2 claims: 1 supported, 1 inconclusive.** 2 are decided by a test" in headline(rows).text
+    assert "**2 claims: 1 supported, 1 inconclusive.** 2 are decided by a test with a p-value (2 distinct" in (
+        headline(rows).text
+    )
     how = how_table(rows)
     assert len(how.rows) == 2 and all("evaluated at 0123456" in r[5] for r in how.rows)  # each side's provenance
 
