@@ -31,7 +31,7 @@ from swarmlab.report import reruns, stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
 from swarmlab.report.results import RunResult, mean_of, read_task, runs_from
-from swarmlab.report.testsplit import ITEMS, headline, read_result
+from swarmlab.report.testsplit import ITEMS, headline, read_result, reads_for
 
 SUPPORTED = "supported"
 INCONCLUSIVE = "inconclusive"
@@ -847,11 +847,7 @@ def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
         for model, runs in sides.items():
             counts, deciding = [], []
             for r in runs:
-                lines = [
-                    line
-                    for line in log
-                    if line.get("task") == r.task and line.get("model") == model and line.get("seed") == r.seed
-                ]
+                lines = [line for line in reads_for(log, task=r.task, model=model) if line.get("seed") == r.seed]
                 want, commit = headline(read_result(r.test)), (r.provenance.commit or "")[:7]
                 number, found = 0, None
                 for line in lines:
