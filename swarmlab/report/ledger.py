@@ -559,6 +559,7 @@ class Ledger:
             test="a count (exact)" if count else "one benchmark measurement",
             budget=f"{d['numerator']['tokens']:,} tokens",
             stale=self._stale_of(stage) if stage else "",
+            stale_known=bool(stage),  # a side run's table records no commit: its staleness cannot be known
             compared=[(label, value, value, value), ("paper", target, target, target)],
         )
 

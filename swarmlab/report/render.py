@@ -121,7 +121,8 @@ def how_table(rows: list[Row]) -> Table:
     return Table(HOW_HEADER, body, "llrllllllll")
 
 
-# a folder DVC does not track whose code could not be compared (no dvc.lock or no git here)
+# a result DVC does not track whose code could not be compared (no dvc.lock or no git here, or a side run's table,
+# which records no commit)
 STALE_UNKNOWN = "unknown: not a DVC output"
 
 

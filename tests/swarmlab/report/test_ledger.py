@@ -345,6 +345,7 @@ def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurem
     timing["denominator"] = {**flops["denominator"], "field": "train ms"}
     faster = decide(reports, claim("fast", timing, paper_profile="cpu"))  # 30 / 60 = 0.5 < 1
     assert faster.verdict == SUPPORTED and faster.test == "one benchmark measurement"
+    assert not faster.stale_known and how_table([faster]).rows[0][-1] == "unknown: not a DVC output"  # no commit
     absent = {**flops, "numerator": {**flops["numerator"], "tokens": 4096}}
     row = decide(reports, claim("absent", absent, paper_profile="cpu"))
     assert row.verdict == UNTESTABLE and "no row new at L = 4096" in row.why
