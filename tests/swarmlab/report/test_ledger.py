@@ -192,6 +192,16 @@ def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
     assert "unpaired bootstrap" in legacy_pair.test  # rebuilt items cannot be paired
 
 
+# 000 §9.5's claim as a best_of over a t_local grid: the paper's best points are 3 and 4
+BEST_T_LOCAL = {
+    "kind": "best_of",
+    "grid": "t_local",
+    "metric": "test_accuracy",
+    "mode": "max",
+    "best": ["t_local=3", "t_local=4"],
+}
+
+
 def write_grid(
     reports: Path,
     grid: str,
@@ -255,13 +265,7 @@ def test_ablation_claims_use_matched_seeds_of_the_grid_points(tmp_path):
     assert row.value == pytest.approx(0.039, abs=1e-9)
     big = decide(reports, claim("aug10", {**gain, "low": 0.10, "high": 0.12}))
     assert big.verdict == BELOW_BUDGET
-    best = {
-        "kind": "best_of",
-        "grid": "t_local",
-        "metric": "test_accuracy",
-        "mode": "max",
-        "best": ["t_local=3", "t_local=4"],
-    }
+    best = BEST_T_LOCAL
     row = decide(reports, claim("tl", best))
     assert row.verdict == SUPPORTED and "t_local=3 vs t_local=1" in row.ours
     assert row.budget == "3 points, each 2,000 steps"  # the grid's budget, not a blank
@@ -374,13 +378,7 @@ def test_best_of_picks_its_points_on_validation_never_on_test(tmp_path):
             "t_local=4": {0: 0.70, 1: 0.71},
         },
     )
-    best = {
-        "kind": "best_of",
-        "grid": "t_local",
-        "metric": "test_accuracy",
-        "mode": "max",
-        "best": ["t_local=3", "t_local=4"],
-    }
+    best = BEST_T_LOCAL
     row = decide(reports, claim("tl", best))
     assert row.ours.startswith("t_local=4 vs t_local=2"), row.ours
     assert "chosen on validation val_accuracy" in row.why
@@ -479,7 +477,7 @@ def test_a_model_at_chance_on_every_seed_decides_nothing_and_a_flat_search_picks
         )
     (reports / "ablations" / "lrs").mkdir(parents=True)
     (reports / "ablations" / "lrs" / "results.json").write_text(json.dumps({"task": "t", "points": points}))
-    for name, entry in tr.items():
+    for entry in tr.values():
         entry["val_accuracy"] = 0.30 + 0.01 * entry["seed"]  # both learned at full budget
     tr_path.write_text(json.dumps(tr))
     tuned = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="lrs")))
