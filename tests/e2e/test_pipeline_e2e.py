@@ -49,6 +49,9 @@ def test_smoke_profile_through_dvc(tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     env.pop("SWARMLAB_WORKDIR", None)
+    # the copy is a repository of its own: its evaluations append to its own reports/test_reads.jsonl, which its report
+    # stage reads (a dependency in dvc.yaml), not to the tmp log the other tests use (tests/conftest.py)
+    env.pop("SWARMLAB_TEST_READ_LOG", None)
     dvc = [sys.executable, "-m", "dvc"]
     proc = subprocess.run(
         [*dvc, "exp", "run", "-S", "profile=smoke", "-S", f"paths.datasets={SHARED_DATASETS}"],
