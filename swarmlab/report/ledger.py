@@ -15,8 +15,8 @@ Verdicts (docs/reports.md):
 A call (supported, contradicted, not supported at this budget) made by a test with a p-value stands only when its
 Benjamini–Hochberg q across every tested claim of the report is below ``ALPHA`` (``apply_fdr``): otherwise the row
 is inconclusive and says what p alone would have called. A result made at a commit that is not in the repository's
-history, or with code that differed from its commit, is refused (``Ledger(known=...)``): decisive runs run from
-committed code.
+history is refused (``Ledger(known=...)``): decisive runs run from committed code; one whose tracked files differed
+from its commit says so in its provenance.
 """
 
 from __future__ import annotations
@@ -218,8 +218,9 @@ class Ledger:
         return f"code changed since {since} ({', '.join(sorted(changed))}): rerun `{rerun}`"
 
     def _refused(self, runs: list[RunResult]) -> str:
-        """Why the runs' numbers cannot decide a claim (a commit not in the history, code that differed from its
-        commit), or ""."""
+        """Why the runs' numbers cannot decide a claim (no commit, or a commit not in the history), or "". A commit
+        with ``-dirty`` (tracked files differed from it: `dvc exp run -S` rewrites params.yaml, so every DVC
+        experiment's run has it) is shown in the row's provenance ("code differed from it"), not refused."""
         if self.known is None:
             return ""
         bad = {}
@@ -229,8 +230,6 @@ class Ledger:
                     continue  # runs trained before the train record held its commit: the evaluation's decides
                 if not prov.commit:
                     bad.setdefault("no commit recorded", set()).add(f"{r.run} ({stage})")
-                elif prov.code_changed:
-                    bad.setdefault(f"{prov.commit[:7]} with code that differed from it", set()).add(r.run)
                 elif not self.known(prov.commit):
                     bad.setdefault(f"{prov.commit[:7]}, not in this repository's history", set()).add(r.run)
         return "; ".join(f"{', '.join(sorted(v))} made at {k}" for k, v in sorted(bad.items()))

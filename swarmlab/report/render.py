@@ -228,9 +228,7 @@ def headline(rows: list[Row]) -> Para:
     if refused:
         text += (
             f" {len(refused)} claims lost a result to refusal (made at a commit that is not in this repository's "
-            "history, or with code that differed from its commit): "
-            + ", ".join(f"`{r.claim.id}`" for r in refused)
-            + "; their rows say what decides them now."
+            "history): " + ", ".join(f"`{r.claim.id}`" for r in refused) + "; their rows say what decides them now."
         )
     return Para(text)
 

@@ -114,16 +114,16 @@ def test_smoke_profile_through_dvc(tmp_path):
     ).read_text()  # the last stage: the ledger, then our runs beside the papers'
     assert "| `swarmformer_small-seed0` — ours |" in report and "#/experiments/" in report
     assert report.split("\n## ")[1].startswith("Claims ledger")  # the report opens with the ledger
-    ledger = report.split("\n## Claims ledger")[1].split("\n### ")[0]
+    ledger = report.split("\n## Claims ledger")[1].split("\n### ")[0]  # the first screen's table
     rows = [r.split(" | ") for r in ledger.splitlines() if r.startswith("| `s0")]
     assert len(rows) == len(load_claims())
-    numbered = [r for r in rows if r[3] != "—"]  # column "ours (95% interval)"
-    assert numbered and all("[" in r[3] or r[3].endswith("(exact)") for r in numbered), numbered
+    numbered = [r for r in rows if r[2] != "—"]  # column "ours (95% interval)"
+    assert numbered and all("[" in r[2] or r[2].endswith("(exact)") for r in numbered), numbered
     small = next(r for r in rows if r[0].startswith("| `s000-small-accuracy`"))
-    assert (
-        small[7] in ("**not supported at this budget**", "**inconclusive**", "**supported**")
-        and "bootstrap" in small[8]
-    )
+    assert small[3].split(" · ")[0] in ("**not supported at this budget**", "**inconclusive**", "**supported**")
+    how = report.split("\n### How each claim was decided")[1].split("\n### ")[0]
+    small_how = next(r for r in how.splitlines() if r.startswith("| `s000-small-accuracy` ("))
+    assert "bootstrap" in small_how
     for key in ("lra_text", "listops", "imdb", "mnist", "clustering_mog"):  # per-item test scores for every run
         assert sorted(p.name for p in (repo / "reports" / "evaluate" / key / "items").glob("*.npz")), key
     assert (repo / "reports" / "report.html").is_file() and (
