@@ -13,7 +13,6 @@ through ``CodeBase``, which the `report` stage (pipelines/report.py) fills in.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -25,7 +24,7 @@ from swarmlab.report.amendments import load_amendments
 from swarmlab.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.report.cells import fmt, prov_text, rel
 from swarmlab.report.claims import load_claims
-from swarmlab.report.inputs import TaskData, TaskInfo
+from swarmlab.report.inputs import TaskData, TaskInfo, read_json
 from swarmlab.report.ledger import Ledger, annotate_reads, apply_fdr, decide_across, plan_seeds
 from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
@@ -239,7 +238,7 @@ class Report:
         for r in rows:
             r.protocol, r.unamended = protocol_status(r.claim, frozen, amendments)
         # the verdicts before the claims had protocols (issue 35), kept to show what moved
-        before = _json(self.reports / "claims" / "verdicts_before_protocol.json") or {}
+        before = read_json(self.reports / "claims" / "verdicts_before_protocol.json") or {}
         d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log, before))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
@@ -258,13 +257,6 @@ class Report:
         for blocks in sections:
             d.add(*blocks)
         return d
-
-
-def _json(path: Path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def write(report: Report, reports: Path) -> None:
