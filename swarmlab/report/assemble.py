@@ -30,12 +30,13 @@ from swarmlab.report.mlflow_index import MlflowIndex
 from swarmlab.report.presentation import BENCHMARKS, PROTOCOL, TASKS
 from swarmlab.report.protocols import freeze
 from swarmlab.report.protocols import status as protocol_status
-from swarmlab.report.provenance import code_changes, in_history, provenance, stale_stages
+from swarmlab.report.provenance import code_changes, in_history, locked_stages, provenance, stale_stages
 from swarmlab.report.render import ledger_blocks, stale_blocks
 from swarmlab.report.results import read_task
 from swarmlab.report.testsplit import load_log
 
 FIGURES = "report/figures"  # relative to reports/
+CLAIMS_LOCK = "claims/dvc.lock"  # what DVC recorded of the claims pieces (claims/dvc.yaml), relative to the repo root
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,22 +104,23 @@ class Report:
         self.ledgers = [
             Ledger(self.reports, profile=str(params.get("profile")), default_seed=seed, stale=self.stale, known=known)
         ]
-        if (
-            self.reports / "claims"
-        ).is_dir():  # the claims profile's pieces (scripts/claims.sh): the larger budget first
+        if (self.reports / "claims").is_dir():  # the claims profile's pieces (claims/dvc.yaml): the larger budget first
+            locked = locked_stages(root, CLAIMS_LOCK)
+            pieces = (locked, stale_stages(root, lock_file=CLAIMS_LOCK)) if locked is not None else None
             self.ledgers.insert(
                 0,
                 Ledger(
                     self.reports / "claims",
                     profile="claims",
                     default_seed=seed,
-                    source="reports/claims (scripts/claims.sh)",
+                    source="reports/claims (claims/dvc.yaml)",
                     root=self.reports,
                     rerun=reruns.CLAIMS_TASK,
                     rerun_grid=reruns.CLAIMS_GRID,
                     params_prefix="profiles.claims.",
                     known=known,
                     code_changes=code_changes(root),
+                    pieces=pieces,
                 ),
             )
 

@@ -112,6 +112,7 @@ class Ledger:
         params_prefix: str = "",
         known: Callable[[str], bool] | None = None,
         code_changes: Callable[[str, list[str]], list[str]] | None = None,
+        pieces: tuple[set[str], dict[str, Staleness]] | None = None,
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
@@ -125,6 +126,9 @@ class Ledger:
         # for results that dvc.lock does not track (reports/claims): which code their stages depend on changed since
         # the commit that made them (None: staleness comes from dvc.lock, self.stale)
         self.code_changes = code_changes
+        # the claims pieces' DVC stages (claims/dvc.yaml): the stages claims/dvc.lock records, and which of them are
+        # stale; a result whose piece DVC never ran falls back to code_changes (None: no claims/dvc.lock at all)
+        self.pieces = pieces
         self._tasks: dict[str, list[RunResult]] = {}
 
     def runs(self, task: str) -> list[RunResult]:
@@ -150,7 +154,11 @@ class Ledger:
                 return _undecided(row, f"not decided: {idle}", found=True)
             row.why += self._tuning_note(claim)
         if self.code_changes is not None and row.runs:
-            row.stale = self._code_stale(claim, row.runs)
+            piece = self._piece(claim, row.runs)
+            if self.pieces is not None and piece in self.pieces[0]:
+                row.stale = self._stale_of(piece, self.pieces[1])
+            else:
+                row.stale = self._code_stale(claim, row.runs, piece)
         elif self.source and row.runs:  # outside dvc.lock, and nothing to compare the code with
             row.stale_known = False
         return row
@@ -198,8 +206,18 @@ class Ledger:
             )
         return note
 
-    def _code_stale(self, claim: Claim, runs: list[RunResult]) -> str:
-        """The staleness line of a result outside dvc.lock: the code its train and evaluate stages depend on that
+    @staticmethod
+    def _piece(claim: Claim, runs: list[RunResult]) -> str:
+        """The claims/dvc.yaml stage that makes a claim's numbers: its grid's, its samples', or its task's."""
+        d = claim.decided_by
+        if d.get("grid"):
+            return f"grid@{d['grid']}"
+        task = d.get("task") or runs[0].task
+        return f"sample@{task}" if claim.kind == "figure" else f"task@{task}"
+
+    def _code_stale(self, claim: Claim, runs: list[RunResult], piece: str = "") -> str:
+        """The staleness line of a result its DVC stage did not make (kept by scripts/claims.sh before the pieces
+        were stages, so claims/dvc.lock has no entry): the code its train and evaluate stages depend on that
         changed since the commit each run was evaluated at, and the command that reruns it; "" when none changed."""
         d = claim.decided_by
         changed: dict[str, list[str]] = {}
@@ -209,13 +227,15 @@ class Ledger:
                     changed.setdefault(path, []).append(r.provenance.commit[:7])
         if not changed:
             return ""
-        rerun = (
-            self.rerun_grid.format(grid=d["grid"])
-            if d.get("grid")
-            else self.rerun_template.format(stage="evaluate", task=d.get("task") or runs[0].task)
-        )
+        if piece:
+            rerun = reruns.CLAIMS_PIECE.format(piece=piece)
+        elif d.get("grid"):
+            rerun = self.rerun_grid.format(grid=d["grid"])
+        else:
+            rerun = self.rerun_template.format(stage="evaluate", task=d.get("task") or runs[0].task)
         since = ", ".join(sorted({c for v in changed.values() for c in v}))
-        return f"code changed since {since} ({', '.join(sorted(changed))}): rerun `{rerun}`"
+        made = f"no claims/dvc.lock entry for `{piece}` (made before it was a DVC stage); " if piece else ""
+        return f"{made}code changed since {since} ({', '.join(sorted(changed))}): rerun `{rerun}`"
 
     def _refused(self, runs: list[RunResult]) -> str:
         """Why the runs' numbers cannot decide a claim (no commit, or a commit not in the history), or "". A commit
@@ -281,8 +301,8 @@ class Ledger:
     def _rerun(self, stage: str, task: str) -> str:
         return f"`{self.rerun_template.format(stage=stage, task=task)}`"
 
-    def _stale_of(self, stage: str) -> str:
-        s = self.stale.get(stage)
+    def _stale_of(self, stage: str, stale: dict[str, Staleness] | None = None) -> str:
+        s = (self.stale if stale is None else stale).get(stage)
         return str(s) if s else ""
 
     def _budget(self, runs: list[RunResult]) -> str:

@@ -196,6 +196,7 @@ class Staleness:
     stage: str
     changed: list[str]  # its own dependencies / params that changed
     upstream: list[str]  # stale stages it depends on
+    lock: str = "dvc.lock"  # the lock file that recorded the stage (claims/dvc.lock: the claims pieces)
 
     @property
     def rerun(self) -> list[str]:
@@ -204,7 +205,8 @@ class Staleness:
 
     def __str__(self) -> str:
         why = ", ".join(self.changed) if self.changed else "an upstream stage is stale"
-        return f"stale since dvc.lock ({why}): `dvc repro {self.stage}` reruns {', '.join(self.rerun)}"
+        pipeline = self.lock.removesuffix("dvc.lock") + "dvc.yaml:" if self.lock != "dvc.lock" else ""
+        return f"stale since {self.lock} ({why}): `dvc repro {pipeline}{self.stage}` reruns {', '.join(self.rerun)}"
 
 
 def stale_stages(
@@ -270,8 +272,17 @@ def stale_stages(
     for name in stages:
         up = stale_upstream(name)
         if own[name] or up:
-            out[name] = Staleness(name, own[name], up)
+            out[name] = Staleness(name, own[name], up, lock_file)
     return out
+
+
+def locked_stages(root: Path, lock_file: str = "dvc.lock") -> set[str] | None:
+    """The stages ``lock_file`` records (a stage DVC ran at least once), or None when there is no such file."""
+    try:
+        lock = _yaml((Path(root) / lock_file).read_text(encoding="utf-8")) or {}
+    except OSError:
+        return None
+    return set(lock.get("stages") or {})
 
 
 def _load(path: Path):

@@ -16,7 +16,8 @@ import yaml
 from swarmlab.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
-PIPELINES = [REPO_ROOT / "dvc.yaml", REPO_ROOT / "sweeps" / "dvc.yaml"]
+PIPELINES = [REPO_ROOT / "dvc.yaml", REPO_ROOT / "sweeps" / "dvc.yaml", REPO_ROOT / "claims" / "dvc.yaml"]
+CLAIMS = "claims/dvc.yaml"  # the claims profile's pieces: they read profiles.claims, whatever `profile` is active
 
 
 def expand(dvc_file: Path) -> dict[str, dict]:
@@ -87,6 +88,19 @@ def entry_file(cmd: str) -> Path:
     return module_file(m.group(1)) if m.group(1) else REPO_ROOT / m.group(2)
 
 
+def entry_files(cmd: str) -> set[Path]:
+    """The code a stage runs: its entry's imports, and for a claims piece also those of the stages it runs as
+    subprocesses (pipelines/claims.py: STAGE_MODULES)."""
+    from pipelines.claims import STAGE_MODULES
+
+    files = imported_files(entry_file(cmd))
+    m = re.match(r"python -m pipelines\.claims (\w+)", cmd)
+    if m:
+        for stage in STAGE_MODULES[m.group(1)]:
+            files |= imported_files(module_file(f"pipelines.{stage}"))
+    return files
+
+
 STAGES = [(f.relative_to(REPO_ROOT).as_posix(), name, stage) for f in PIPELINES for name, stage in expand(f).items()]
 
 
@@ -96,7 +110,7 @@ def test_stage_declares_every_code_path_it_imports(pipeline, name, stage):
     deps = [(wdir / d).resolve() for d in stage.get("deps", []) if not d.startswith("${")]
     missing = sorted(
         str(f.relative_to(REPO_ROOT))
-        for f in imported_files(entry_file(stage["cmd"]))
+        for f in entry_files(stage["cmd"])
         if not any(f == d or d in f.parents for d in deps)
     )
     assert not missing, f"{pipeline}:{name} imports files its deps do not cover: {missing}"
@@ -126,6 +140,12 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
             assert section in params, (
                 f"{pipeline}:{name} reads defaults.{section} but not the override section {section}"
             )
+    if pipeline == CLAIMS:  # the claims profile only: switching the active profile leaves the pieces up to date
+        assert "profile" not in params and "profiles.${profile}" not in params, f"{pipeline}:{name}"
+        assert "profiles.claims.train" in params and any(p.startswith("profiles.claims.tasks.") for p in params), (
+            f"{pipeline}:{name} must declare the claims profile's sections it reads"
+        )
+        return
     assert {"profile", "profiles.${profile}"} <= set(params), (
         f"{pipeline}:{name}: every stage resolves the active profile (declare `profile` and `profiles.${{profile}}`)"
     )

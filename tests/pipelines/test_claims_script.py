@@ -1,4 +1,4 @@
-"""scripts/claims.sh: a grid whose results were kept in reports/claims (committed) with some points finished resumes
+"""pipelines/claims.py (the claims pieces; claims/dvc.yaml's stages, scripts/claims.sh their wrapper): a grid whose results were kept in reports/claims (committed) with some points finished resumes
 from them in a fresh clone, whose work folder holds nothing yet, instead of training every point again; the data its
 task needs is built first (a grid builds none); a wrong name costs one line and touches nothing."""
 
@@ -28,10 +28,11 @@ def _clone(tmp_path) -> Path:
     return repo
 
 
-def _run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(repo: Path, *args: str, script: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMLAB_")}
+    cmd = ["bash", "scripts/claims.sh"] if script else [sys.executable, "-m", "pipelines.claims", "--profile", "smoke"]
     return subprocess.run(
-        ["bash", "scripts/claims.sh", "--profile", "smoke", *args],
+        [*cmd, *args],
         cwd=repo,
         env={**env, "SWARMLAB_PROGRESS": "0", "SWARMLAB_DATASETS": str(SHARED_DATASETS)},
         capture_output=True,
@@ -64,11 +65,13 @@ def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
 
 def test_a_wrong_name_is_one_line_and_touches_nothing(tmp_path):
     repo = _clone(tmp_path)
-    for args, says in (
-        (("grid", "long_lr"), "no grid 'long_lr' under ablations"),
-        (("task", "listop"), "unknown task"),
+    for args, says, script in (
+        (("grid", "long_lr"), "no grid 'long_lr' under ablations", False),
+        (("task", "listop"), "unknown task", False),
+        (("grid", "long_lr"), "no grid 'long_lr' under ablations", True),  # the wrapper checks before DVC runs
+        (("sample", "listops"), "task 'listops' (listops) draws no samples", False),
     ):
-        proc = _run(repo, *args)
+        proc = _run(repo, *args, script=script)
         assert proc.returncode == 2
         assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith(f"error: {says}"), proc.stderr
     assert not (repo / "outputs").exists() and not (repo / "reports").exists()
@@ -94,6 +97,16 @@ def test_a_task_piece_trains_a_changed_setting_again_and_reads_the_test_again_on
     assert "finished with the same settings" not in out  # every run trained again at the new lr ...
     assert "[claims] python -m pipelines.evaluate" in out and "pass --retest" in out  # ... and evaluate refused
 
+    bad = subprocess.run(  # the switch DVC passes through (a stage has no flags): a wrong value is one line
+        [sys.executable, "-m", "pipelines.claims", "--profile", "smoke", "task", "listops"],
+        cwd=repo,
+        env={**os.environ, "SWARMLAB_RETEST": "yes"},
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: environment variable SWARMLAB_RETEST='yes'"), (
+        bad.stderr
+    )
     again = _run(repo, "--retest", "task", "listops")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "finished with the same settings" in again.stdout + again.stderr  # nothing trained a third time

@@ -180,4 +180,39 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
     assert row().stale == "" and row().stale_known
     (tmp_path / "models" / "net.py").write_text("WIDTH = 16\n")  # a model file changes after the result
     stale = row().stale
-    assert stale == f"code changed since {sha[:7]} (models): rerun `bash scripts/claims.sh task t`"
+    assert stale == (
+        f"no claims/dvc.lock entry for `task@t` (made before it was a DVC stage); code changed since {sha[:7]} "
+        "(models): rerun `dvc repro claims/dvc.yaml:task@t`"
+    )
+
+    # once the piece is a DVC stage that ran (claims/dvc.lock records it), DVC's record decides, as for the pipeline
+    from swarmlab.report.provenance import locked_stages, path_md5, stale_stages
+
+    lock = {
+        "task@t": {
+            "cmd": "python -m pipelines.claims task t",
+            "deps": [
+                {"path": "models", "md5": path_md5(tmp_path / "models")},
+                {"path": "../shared/absent", "md5": "gone"},  # a dependency absent here (the datasets) is no evidence
+            ],
+        }
+    }
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))
+
+    def piece_row():
+        return Ledger(
+            reports,
+            profile="claims",
+            source="reports/claims",
+            rerun=CLAIMS_TASK,
+            known=in_history(tmp_path),
+            code_changes=code_changes(tmp_path),
+            pieces=(locked_stages(tmp_path, "claims/dvc.lock"), stale_stages(tmp_path, "claims/dvc.lock")),
+        ).decide(c)
+
+    assert piece_row().stale == ""  # the lock's models are the tree's: current, whatever git says
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 32\n")
+    assert piece_row().stale == (
+        "stale since claims/dvc.lock (models): `dvc repro claims/dvc.yaml:task@t` reruns task@t"
+    )
