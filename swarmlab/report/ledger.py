@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Callable
 
-from swarmlab.report import reruns, stats
+from swarmlab.report import reruns, side_code, stats
 from swarmlab.report.claims import Claim, models_of
 from swarmlab.report.provenance import Staleness, stage_of
 from swarmlab.report.results import RunResult, mean_of, read_task, runs_from
@@ -563,6 +563,12 @@ class Ledger:
             else models_of(d["numerator"]["model"])[0]
         )
         where = "reports/memory_scaling/results.json" if stage else f"reports/{d['path']} (side run, not a DVC output)"
+        # a DVC stage's staleness comes from dvc.lock; a side run's from the code fingerprint it recorded
+        known, stale = (
+            (True, self._stale_of(stage))
+            if stage
+            else side_code.staleness(self.reports / d["path"], self.reports.parent)
+        )
         verdict = SUPPORTED if met else self._excluded(self.profile == c.paper_profile)
         count = d.get("count", False)  # counts (FLOPs) are exact; timings and memory readings are one measurement
         why = (
@@ -577,8 +583,8 @@ class Ledger:
             value=value,
             test="a count (exact)" if count else "one benchmark measurement",
             budget=f"{d['numerator']['tokens']:,} tokens",
-            stale=self._stale_of(stage) if stage else "",
-            stale_known=bool(stage),  # a side run's table records no commit: its staleness cannot be known
+            stale=stale,
+            stale_known=known,  # a side run made before side runs recorded their code: its staleness is unknown
             compared=[(label, value, value, value), ("paper", target, target, target)],
         )
 

@@ -123,7 +123,7 @@ def how_table(rows: list[Row]) -> Table:
 
 # a result DVC does not track whose code could not be compared (no dvc.lock or no git here, or a side run's table,
 # which records no commit)
-STALE_UNKNOWN = "unknown: not a DVC output"
+STALE_UNKNOWN = "unknown: a side run that recorded no code fingerprint (rerun it with scripts/side_run.py)"
 
 
 def amendment_blocks(amendments: list[Amendment]) -> list:

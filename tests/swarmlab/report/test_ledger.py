@@ -4,6 +4,7 @@ differ by less than their interval, which must not be called different."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from swarmlab.report.ledger import (
     apply_fdr,
     plan_seeds,
 )
-from swarmlab.report.render import headline, how_table, ledger_table, track_paragraph
+from swarmlab.report.render import STALE_UNKNOWN, headline, how_table, ledger_table, track_paragraph
 from swarmlab.report.testsplit import ITEMS
 
 
@@ -349,7 +350,7 @@ def test_a_ratio_read_from_a_side_table_says_whether_it_is_a_count_or_a_measurem
     timing["denominator"] = {**flops["denominator"], "field": "train ms"}
     faster = decide(reports, claim("fast", timing, paper_profile="cpu"))  # 30 / 60 = 0.5 < 1
     assert faster.verdict == SUPPORTED and faster.test == "one benchmark measurement"
-    assert not faster.stale_known and how_table([faster]).rows[0][-1] == "unknown: not a DVC output"  # no commit
+    assert not faster.stale_known and how_table([faster]).rows[0][-1] == STALE_UNKNOWN  # no code record
     absent = {**flops, "numerator": {**flops["numerator"], "tokens": 4096}}
     row = decide(reports, claim("absent", absent, paper_profile="cpu"))
     assert row.verdict == UNTESTABLE and "no row new at L = 4096" in row.why
@@ -522,3 +523,56 @@ def test_the_verdict_history_lists_what_moved_and_why(reports):
     )
     assert table.rows == [["`sup`", "inconclusive: 0.7", f"supported: {rows[0].ours}", "other numbers"]]
     assert history_blocks(rows, {}) == []
+
+
+def test_a_side_run_made_through_side_run_is_stale_once_the_code_it_imported_changes(tmp_path):
+    """scripts/side_run.py keeps a script's output and the sha256 of every repository file it imported; the ledger's
+    row for a number read from that output is current until one of those files changes, then stale, naming the
+    command that reruns it. The script runs for real, in a copy of the repository's layout."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "scripts" / "side_run.py", repo / "scripts" / "side_run.py")
+    shutil.copytree(REPO_ROOT / "swarmlab", repo / "swarmlab", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "bench").mkdir()
+    (repo / "bench" / "helper.py").write_text("NEW, OLD = 30, 60\n")
+    (repo / "bench" / "cost.py").write_text(
+        "import sys\nsys.path.insert(0, 'bench')\nimport helper\n"
+        "print('| model | L | train ms |')\nprint('|---|---:|---:|')\n"
+        "print(f'| new | 256 | {helper.NEW} |')\nprint(f'| old | 256 | {helper.OLD} |')\n"
+    )
+    out = "reports/side/cost/cost.txt"
+    run = subprocess.run(
+        [sys.executable, "scripts/side_run.py", "--out", out, "bench/cost.py"], cwd=repo, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    record = json.loads((repo / (out + ".code.json")).read_text())
+    assert {"bench/cost.py", "bench/helper.py"} <= set(record["files"])  # the script and what it imported
+    timing = {
+        "kind": "ratio",
+        "source": "table",
+        "path": "side/cost/cost.txt",
+        "op": "<",
+        "value": 1.0,
+        "numerator": {"model": "new", "tokens": 256, "field": "train ms"},
+        "denominator": {"model": "old", "tokens": 256, "field": "train ms"},
+    }
+    row = decide(repo / "reports", claim("fast", timing, paper_profile="cpu"))
+    assert row.verdict == SUPPORTED and row.stale_known and row.stale == ""
+    (repo / "bench" / "helper.py").write_text("NEW, OLD = 30, 60  # edited\n")
+    row = decide(repo / "reports", claim("fast", timing, paper_profile="cpu"))
+    assert row.stale_known and row.stale == (
+        "code changed since the side run at a commit not recorded (bench/helper.py): "
+        f"rerun `python scripts/side_run.py --out {out} bench/cost.py`"
+    )  # only the file that changed (not a git work tree here: no commit)
+    # a script that fails writes nothing: the previous output and its record stay
+    (repo / "bench" / "cost.py").write_text("raise SystemExit(3)\n")
+    before = (repo / out).read_text()
+    again = subprocess.run(
+        [sys.executable, "scripts/side_run.py", "--out", out, "bench/cost.py"], cwd=repo, capture_output=True, text=True
+    )
+    assert again.returncode == 3 and (repo / out).read_text() == before
