@@ -248,8 +248,8 @@ def track_paragraph(seed: str, rows: list[Row]) -> Para:
     stale = [r for r in mine if r.stale and r.verdict not in (UNTESTABLE,)]
     if stale:
         parts.append(
-            f"{len(stale)} of these numbers are stale (their stage's code changed since dvc.lock): read them as "
-            "the old code's."
+            f"{len(stale)} of these numbers are stale (what made them changed since: dvc.lock, claims/dvc.lock or "
+            "the side run's code record says what): read them as the old code's."
         )
     if counts[UNTESTABLE]:
         parts.append("Not testable here: " + "; ".join(f"`{r.claim.id}` ({r.why})" for r in counts[UNTESTABLE]) + ".")
