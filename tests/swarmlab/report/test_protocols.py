@@ -49,3 +49,27 @@ def test_a_claim_without_a_deciding_read_is_not_frozen(tmp_path):
     assert freeze(tmp_path, [(c, [])]) == {} and not (tmp_path / FILE).exists()
     assert status(c, {}, []) == ("not frozen yet (no test read decides it)", False)
     assert dataclasses.replace(c, note="a note").protocol_hash == c.protocol_hash  # only the experiment counts
+
+
+def test_each_claims_piece_runs_the_seeds_its_claims_protocols_fix():
+    """The protocol's seed count (decided_by.seeds, fixed from power) is what `dvc repro claims/dvc.yaml` runs: each
+    claims piece's seeds at the claims profile (a grid's `set`, else its task's) cover every claim it decides, so the
+    pipeline cannot silently run fewer seeds than a protocol promises."""
+    from swarmlab.params import load_params
+    from swarmlab.report.claims import load_claims
+
+    params = load_params(profile="claims")
+    checked = 0
+    for claim in load_claims():
+        d = claim.decided_by
+        if not d.get("seeds") or not (d.get("grid") or d.get("task")):
+            continue
+        if d.get("grid"):
+            grid = params["ablations"][d["grid"]]
+            seeds = (grid.get("set") or {}).get(f"tasks.{grid['task']}.seeds") or params["tasks"][grid["task"]]["seeds"]
+            piece = f"grid@{d['grid']}"
+        else:
+            seeds, piece = params["tasks"][d["task"]]["seeds"], f"task@{d['task']}"
+        assert len(set(seeds)) >= d["seeds"], f"{claim.id}: protocol {d['seeds']} seeds, {piece} runs {seeds}"
+        checked += 1
+    assert checked >= 20  # the claims decided by seeded comparisons (a vacuous loop would pass anything)
