@@ -1,6 +1,7 @@
 """Intervals and paired tests for the ledger. Every result says which test made it.
 
 * one run: a **percentile bootstrap over the test items** (``bootstrap``), resampling items with replacement;
+  every bootstrap here is ``scipy.stats.bootstrap`` (percentile method, vectorized, seeded);
 * several seeds of one model: a **t-interval across seeds** (``across_seeds``: the mean of the per-seed test
   metrics, Student's t with n - 1 degrees of freedom; n >= 2);
 * two models, one seed each: a **paired bootstrap over the same test items** (``paired_bootstrap``): the items are
@@ -10,7 +11,7 @@
 
 Resampling is deterministic: the generator is seeded (``SEED``), so the same scores give the same interval. Metrics
 that are not a mean over items (precision, recall, F1 of the positive class) are recomputed on each resample from
-the items' predictions and labels (``statistic``).
+the items' predictions and labels, coded into one column per item (``statistic``).
 """
 
 from __future__ import annotations
@@ -130,47 +131,72 @@ def _f1_parts(pred: np.ndarray, label: np.ndarray, positive: int = 1) -> tuple[f
 PAIRED_METRICS = {"precision": 0, "recall": 1, "f1": 2}  # computed from (pred, label), not a mean over items
 
 
-def statistic(items: dict[str, np.ndarray], metric: str):
-    """``(columns, fn)``: the item columns ``metric`` needs and the function of (resampled) columns giving it.
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den > 0)
+
+
+def _f1_along(code: np.ndarray, k: int, axis: int = -1) -> np.ndarray:
+    """Precision (0), recall (1) or F1 (2) of the positive class along ``axis``, from items coded ``2 * hit_pred +
+    hit_label`` (``hit_*``: 1 where the prediction / the label is the positive class): vectorized over resamples."""
+    tp = np.sum(code == 3, axis=axis).astype(float)
+    pp = np.sum(code >= 2, axis=axis).astype(float)  # predicted positive
+    ap = np.sum(code % 2 == 1, axis=axis).astype(float)  # actually positive
+    precision, recall = _ratio(tp, pp), _ratio(tp, ap)
+    return (precision, recall, _ratio(2 * precision * recall, precision + recall))[k]
+
+
+def statistic(items: dict[str, np.ndarray], metric: str, positive: int = 1):
+    """``(column, fn)``: one array per test item that ``metric`` is a function of, and ``fn(column, axis)`` giving it
+    (vectorized: scipy's bootstrap calls it on a batch of resamples at once).
 
     ``metric`` is a test metric's name without ``test_`` (``accuracy``, ``loss``, ``f1``...). A name with a column of
-    its own is the column's mean; precision / recall / F1 come from the predictions and labels. Raises KeyError when
-    the items cannot give ``metric``."""
+    its own is the column's mean; precision / recall / F1 of the positive class come from the predictions and labels,
+    coded into one column per item so that a resample keeps each item's prediction with its label. Raises KeyError
+    when the items cannot give ``metric``."""
     if metric in items:
-        return [metric], lambda cols: float(np.mean(cols[0]))
+        return np.asarray(items[metric], dtype=float), lambda x, axis=-1: np.mean(x, axis=axis)
     if metric in PAIRED_METRICS and "pred" in items and "label" in items:
         k = PAIRED_METRICS[metric]
-        return ["pred", "label"], lambda cols: _f1_parts(cols[0], cols[1])[k]
+        pred, label = np.asarray(items["pred"]), np.asarray(items["label"])
+        code = 2 * (pred == positive).astype(np.int8) + (label == positive).astype(np.int8)
+        return code, lambda x, axis=-1: _f1_along(x, k, axis)
     raise KeyError(metric)
 
 
-def _mean_fn(columns: list[str]):
-    return len(columns) == 1  # a plain mean: resample with one matrix product instead of a Python loop
+def _resample(data: tuple, fn, *, paired: bool, resamples: int, level: float, seed: int):
+    """``scipy.stats.bootstrap`` (percentile method, seeded): its interval and its resampled statistics."""
+    res = sps.bootstrap(
+        data,
+        fn,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        paired=paired,
+        vectorized=True,
+        batch=100,  # 100 resamples of 25,000 items at a time: memory stays small
+        random_state=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high), res.bootstrap_distribution
 
 
-def _indices(n: int, resamples: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, n)
+def _tail_p(draws: np.ndarray, resamples: int) -> float:
+    """Twice the smaller tail of the resampled differences beyond 0, at least 1 / resamples."""
+    return float(min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples)))
 
 
 def bootstrap(
     items: dict[str, np.ndarray], metric: str, *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED
 ) -> Interval:
-    """Percentile bootstrap over the test items of one run."""
-    columns, fn = statistic(items, metric)
-    cols = [np.asarray(items[c]) for c in columns]
-    n = len(cols[0])
+    """Percentile bootstrap over the test items of one run (``scipy.stats.bootstrap``)."""
+    x, fn = statistic(items, metric)
+    n = len(x)
     if n == 0:
         raise ValueError(f"no test items for {metric}")
-    value = fn(cols)
-    idx = _indices(n, resamples, seed)
-    if _mean_fn(columns):
-        draws = cols[0][idx].mean(axis=1)
-    else:
-        draws = np.array([fn([c[i] for c in cols]) for i in idx])
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(
-        value, float(lo), float(hi), n, f"percentile bootstrap over {n} test items ({resamples} resamples)", draws=draws
-    )
+    value = float(fn(x))
+    if n == 1:
+        return Interval(value, value, value, n, "one test item (no interval)")
+    lo, hi, draws = _resample((x,), fn, paired=False, resamples=resamples, level=level, seed=seed)
+    return Interval(value, lo, hi, n, f"percentile bootstrap over {n} test items ({resamples} resamples)", draws=draws)
 
 
 def across_seeds(values: list[float], *, level: float = LEVEL) -> Interval:
@@ -195,27 +221,27 @@ def paired_bootstrap(
     level: float = LEVEL,
     seed: int = SEED,
 ) -> Difference:
-    """``metric(a) - metric(b)`` on the same test items, resampled together; p = twice the smaller tail of the
-    resampled differences beyond 0 (at least 1 / resamples)."""
-    columns, fn = statistic(a, metric)
-    statistic(b, metric)
-    ca, cb = [np.asarray(a[c]) for c in columns], [np.asarray(b[c]) for c in columns]
-    n = len(ca[0])
-    if len(cb[0]) != n:
-        raise ValueError(f"the two runs scored {n} and {len(cb[0])} test items: a paired test needs the same items")
-    diff = fn(ca) - fn(cb)
-    idx = _indices(n, resamples, seed)
-    if _mean_fn(columns):
-        draws = (ca[0] - cb[0])[idx].mean(axis=1)
-    else:
-        draws = np.array([fn([c[i] for c in ca]) - fn([c[i] for c in cb]) for i in idx])
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
+    """``metric(a) - metric(b)`` on the same test items, resampled together (``scipy.stats.bootstrap``, paired);
+    p = twice the smaller tail of the resampled differences beyond 0 (at least 1 / resamples)."""
+    xa, fn = statistic(a, metric)
+    xb, _ = statistic(b, metric)
+    n = len(xa)
+    if len(xb) != n:
+        raise ValueError(f"the two runs scored {n} and {len(xb)} test items: a paired test needs the same items")
+    diff = float(fn(xa) - fn(xb))
+    lo, hi, draws = _resample(
+        (xa, xb),
+        lambda u, v, axis=-1: fn(u, axis=axis) - fn(v, axis=axis),
+        paired=True,
+        resamples=resamples,
+        level=level,
+        seed=seed,
+    )
     return Difference(
-        float(diff),
-        float(lo),
-        float(hi),
-        float(p),
+        diff,
+        lo,
+        hi,
+        _tail_p(draws, resamples),
         n,
         f"paired bootstrap over {n} shared test items ({resamples} resamples)",
         draws=draws,
@@ -246,24 +272,25 @@ def unpaired_bootstrap(
     level: float = LEVEL,
     seed: int = SEED,
 ) -> Difference:
-    """``metric(a) - metric(b)`` with the two runs' items resampled independently: for runs whose items cannot be
-    paired (rebuilt from counts). Wider than the paired test: it cannot cancel per-item difficulty."""
-    columns, fn = statistic(a, metric)
-    statistic(b, metric)
-    ca, cb = [np.asarray(a[c]) for c in columns], [np.asarray(b[c]) for c in columns]
-    na, nb = len(ca[0]), len(cb[0])
-    ia, ib = _indices(na, resamples, seed), _indices(nb, resamples, seed + 1)
-    if _mean_fn(columns):
-        draws = ca[0][ia].mean(axis=1) - cb[0][ib].mean(axis=1)
-    else:
-        draws = np.array([fn([c[i] for c in ca]) - fn([c[j] for c in cb]) for i, j in zip(ia, ib)])
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    p = min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples))
+    """``metric(a) - metric(b)`` with the two runs' items resampled independently (``scipy.stats.bootstrap``, not
+    paired): for runs whose items cannot be paired (rebuilt from counts). Wider than the paired test: it cannot cancel
+    per-item difficulty."""
+    xa, fn = statistic(a, metric)
+    xb, _ = statistic(b, metric)
+    na, nb = len(xa), len(xb)
+    lo, hi, draws = _resample(
+        (xa, xb),
+        lambda u, v, axis=-1: fn(u, axis=axis) - fn(v, axis=axis),
+        paired=False,
+        resamples=resamples,
+        level=level,
+        seed=seed,
+    )
     return Difference(
-        float(fn(ca) - fn(cb)),
-        float(lo),
-        float(hi),
-        float(p),
+        float(fn(xa) - fn(xb)),
+        lo,
+        hi,
+        _tail_p(draws, resamples),
         min(na, nb),
         f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)",
         draws=draws,
