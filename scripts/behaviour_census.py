@@ -41,7 +41,9 @@ def weights() -> dict[str, str]:
         model = models.create_model(name)
         h = hashlib.sha256()
         for key, value in model.state_dict().items():
-            h.update(key.encode() + str(tuple(value.shape)).encode() + value.detach().cpu().contiguous().numpy().tobytes())
+            h.update(
+                key.encode() + str(tuple(value.shape)).encode() + value.detach().cpu().contiguous().numpy().tobytes()
+            )
         out[name] = h.hexdigest()
     return out
 
@@ -56,7 +58,13 @@ def _clean(node):
 
 def metrics(tasks: list[str]) -> dict:
     work = Path(tempfile.mkdtemp(prefix="behaviour-"))
-    env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "SWARMLAB_PROGRESS": "0"}
+    # the test reads go to the work folder's own log, not the repository's (reports/test_reads.jsonl)
+    env = {
+        **os.environ,
+        "SWARMLAB_WORKDIR": str(work),
+        "SWARMLAB_PROGRESS": "0",
+        "SWARMLAB_TEST_READ_LOG": str(work / "test_reads.jsonl"),
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     out = {}
     for task in tasks:
@@ -81,8 +89,11 @@ def compare(a: Path, b: Path) -> int:
                 bad += 1
                 print(f"differs: {part} {key}")
     n = sum(len(x[p]) for p in ("weights", "metrics"))
-    print(f"{n - bad} of {n} identical" if bad else f"all {n} identical (weights of {len(x['weights'])} models, "
-          f"{len(x['metrics'])} metrics files)")
+    print(
+        f"{n - bad} of {n} identical"
+        if bad
+        else f"all {n} identical (weights of {len(x['weights'])} models, {len(x['metrics'])} metrics files)"
+    )
     return 1 if bad else 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -37,11 +38,8 @@ def main(argv=None) -> int:
     )
     os.environ.update({"SWARMLAB_WORKDIR": str(work), "SWARMLAB_PROGRESS": "0"})
     sys.path.insert(0, str(REPO))
-    from pipelines.train import train  # noqa: E402  (after SWARMLAB_WORKDIR: the paths module reads it)
-    from swarmlab.params import load_params  # noqa: E402
-
-    params = load_params(profile="smoke")
-    params["tasks"][args.task]["seeds"] = [0]
+    # the stage as its command line runs it, in this process (the smoke profile trains one seed)
+    argv = ["pipelines.train", "--task", args.task, "--profile", "smoke", "--models", args.model, "--no-tracking"]
     calls: collections.Counter = collections.Counter()
     root = str(REPO)
 
@@ -60,7 +58,12 @@ def main(argv=None) -> int:
 
     sys.setprofile(profile)
     try:
-        train(params, args.task, [args.model], tracking=False, parallel=1)
+        sys.argv = argv + ["--parallel", "1"]
+        try:
+            runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise
     finally:
         sys.setprofile(None)
     reads = {k: v for k, v in calls.items() if k[0] == "params"}

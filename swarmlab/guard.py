@@ -1,6 +1,5 @@
 """What stands between bad input and a good run: the train stage's dry run before the first run, the verdict on a
-finished run before it may replace the previous one, and the seal that lets evaluate / sample refuse a checkpoint
-that is not the one its run wrote, or was trained on other data.
+finished run before it may replace the previous one.
 
 * ``dry_run``: every requested model is built and runs one forward and backward batch of two rows of the training
   data, and one validation batch through the task's metrics, on the chosen device, before the first real run
@@ -10,22 +9,20 @@ that is not the one its run wrote, or was trained on other data.
 * ``check_outcome``: a run ending with no finite validation result, or with a best validation loss far above the
   untrained model's (``DIVERGED_FACTOR``), diverged: it is refused (one line, exit 2) and never replaces the
   previous run. Under ``plateau: backtrack`` the engine backtracks first; this says so when backtracking ran out.
-* ``seal_run`` / ``check_run``: ``run.json`` records the data fingerprint (swarmlab/integrity.py) at the start and
-  the SHA-256 of ``best.pt`` at the end; loading a checkpoint checks both.
+
+The seal that lets evaluate / sample refuse a checkpoint that is not its run's (``seal_run`` / ``check_run``) lives
+with the rest of a run's records, in ``swarmlab.records``.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import torch
 
 from swarmlab.run_config import build_model, model_overrides, train_config
 from swarmlab.seeds import set_seeds
 from swarmlab.engine import (
-    BEST,
     PlanError,
     autocast,
     check_plan,
@@ -35,8 +32,6 @@ from swarmlab.engine import (
     to_device,
 )
 from swarmlab.errors import SwarmlabError
-from swarmlab.integrity import file_sha256
-from swarmlab.io import atomic_write_text
 from swarmlab.batches import check_batch_fits, is_endless
 
 DRY_ROWS = 2  # rows of the dry run's batches: enough for any batch-size logic, cheap at any length
@@ -135,45 +130,3 @@ def check_outcome(result, task, cfg, run_name: str, baseline: float | None = Non
                 f"the untrained model's {baseline:.4g}; {keep}: lower train.lr (now {cfg.lr:g}) or set "
                 f"train.grad_clip"
             )
-
-
-# ------------------------------------------------------------------------------------------------------- seals
-
-
-def start_record(task) -> dict:
-    """What ``run.json`` records at the start of a run besides its names: the data it trains on."""
-    return {"data_dir": str(task.data_dir) if task.split_files else None, "data_fingerprint": task.data_fingerprint()}
-
-
-def seal_run(run_dir: Path) -> None:
-    """Add the SHA-256 of the finished run's ``best.pt`` to its ``run.json`` (before it replaces the previous run)."""
-    path = Path(run_dir) / "run.json"
-    record = json.loads(path.read_text()) if path.is_file() else {}
-    record["best_sha256"] = file_sha256(Path(run_dir) / BEST)
-    atomic_write_text(path, json.dumps(record) + "\n")
-
-
-def check_run(task, run_dir: Path, hint: str) -> None:
-    """A checkpoint is the one its run wrote (``best.pt`` against run.json's hash) and was trained on the data the
-    task reads now (the fingerprints); runs sealed before these records existed are not checked."""
-    path = Path(run_dir) / "run.json"
-    if not path.is_file():
-        return
-    try:
-        record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SwarmlabError(f"{path} is not valid JSON: the run folder is damaged; retrain it ({hint})") from None
-    if not isinstance(record, dict):
-        raise SwarmlabError(f"{path} is not a run record (a JSON object): retrain it ({hint})")
-    sealed = record.get("best_sha256")
-    if sealed and file_sha256(Path(run_dir) / BEST) != sealed:
-        raise SwarmlabError(
-            f"{Path(run_dir) / BEST} is not the checkpoint this run wrote (its content hash differs from "
-            f"run.json's): it was replaced or changed; restore it (dvc checkout) or retrain ({hint})"
-        )
-    trained_on, now = record.get("data_fingerprint"), task.data_fingerprint()
-    if trained_on and now and trained_on != now:
-        raise SwarmlabError(
-            f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
-            f"than {task.data_dir} holds now ({now}): retrain it ({hint})"
-        )

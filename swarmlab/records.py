@@ -20,6 +20,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from swarmlab.engine import BEST
+from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import file_sha256
+from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPO_ROOT
 
 CODE_DIRS = ("pipelines", "models", "tasks", "swarmlab")  # the code deps of train@<task> in dvc.yaml
@@ -113,3 +117,47 @@ def same_unfinished(work: Path, fingerprint: str, checkpoint: str) -> bool:
     """Whether the interrupted run in ``work`` (a ``.run`` folder) has a checkpoint and the same fingerprint."""
     record = read_json(Path(work) / RUN_FILE) or {}
     return (Path(work) / checkpoint).is_file() and record.get("fingerprint") == fingerprint
+
+
+# ------------------------------------------------------------------------------------------------------- seals
+# ``run.json`` records the data fingerprint (swarmlab/integrity.py) at the start of a run and the SHA-256 of
+# ``best.pt`` at its end; loading a checkpoint checks both (evaluate, sample).
+
+
+def start_record(task) -> dict:
+    """What ``run.json`` records at the start of a run besides its names: the data it trains on."""
+    return {"data_dir": str(task.data_dir) if task.split_files else None, "data_fingerprint": task.data_fingerprint()}
+
+
+def seal_run(run_dir: Path) -> None:
+    """Add the SHA-256 of the finished run's ``best.pt`` to its ``run.json`` (before it replaces the previous run)."""
+    path = Path(run_dir) / "run.json"
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    record["best_sha256"] = file_sha256(Path(run_dir) / BEST)
+    atomic_write_text(path, json.dumps(record) + "\n")
+
+
+def check_run(task, run_dir: Path, hint: str) -> None:
+    """A checkpoint is the one its run wrote (``best.pt`` against run.json's hash) and was trained on the data the
+    task reads now (the fingerprints); runs sealed before these records existed are not checked."""
+    path = Path(run_dir) / "run.json"
+    if not path.is_file():
+        return
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SwarmlabError(f"{path} is not valid JSON: the run folder is damaged; retrain it ({hint})") from None
+    if not isinstance(record, dict):
+        raise SwarmlabError(f"{path} is not a run record (a JSON object): retrain it ({hint})")
+    sealed = record.get("best_sha256")
+    if sealed and file_sha256(Path(run_dir) / BEST) != sealed:
+        raise SwarmlabError(
+            f"{Path(run_dir) / BEST} is not the checkpoint this run wrote (its content hash differs from "
+            f"run.json's): it was replaced or changed; restore it (dvc checkout) or retrain ({hint})"
+        )
+    trained_on, now = record.get("data_fingerprint"), task.data_fingerprint()
+    if trained_on and now and trained_on != now:
+        raise SwarmlabError(
+            f"{run_dir} was trained on other data ({record.get('data_dir')}, fingerprint {trained_on}) "
+            f"than {task.data_dir} holds now ({now}): retrain it ({hint})"
+        )

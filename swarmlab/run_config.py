@@ -16,6 +16,7 @@ import models
 from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import OUTPUTS_DIR
+from swarmlab.records import check_run
 from swarmlab.runs import Run, task_section, train_dir
 from swarmlab.sections import EvaluateConfig, section, seed, source_of
 from swarmlab.settings import check_value, parse
@@ -157,7 +158,5 @@ def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "tr
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     model = build_model(run.model, task, model_overrides(params, task.key, run.model))
     load_weights(model, load_checkpoint(ckpt), ckpt)
-    from swarmlab.guard import check_run  # guard imports this module
-
     check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
     return model

@@ -20,10 +20,10 @@ from swarmlab import plots
 from swarmlab.batches import check_batch_fits
 from swarmlab.engine import CHECKPOINT, fit
 from swarmlab.errors import SwarmlabError
-from swarmlab.guard import check_outcome, seal_run, start_record
+from swarmlab.guard import check_outcome
 from swarmlab.io import atomic_write_text, swap_into_place
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.records import RUN_FILE, SUMMARY, code_hash, same_unfinished
+from swarmlab.records import RUN_FILE, SUMMARY, code_hash, same_unfinished, seal_run, start_record
 from swarmlab.run_config import build_model, model_overrides, train_config
 from swarmlab.runs import Run, report_dir, train_dir
 from swarmlab.seeds import set_seeds
