@@ -7,11 +7,12 @@ stage and a test all mean the same thing by the same name.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch.nn as nn
+
+from swarmlab.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -23,27 +24,22 @@ class ModelEntry:
     tags: frozenset[str] = field(default_factory=frozenset)
 
 
-_REGISTRY: dict[str, ModelEntry] = {}
+# every module of models/ registers its variants on import; the registry imports them all on the first lookup
+_REGISTRY: Registry[ModelEntry] = Registry("model", "models")
 
 
 def register_model(fn: Callable[..., nn.Module] | None = None, *, kind: str = "text", tags=()):
     """Decorator: register ``fn`` under its function name. Usable bare or with keyword arguments."""
 
     def wrap(f: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        if f.__name__ in _REGISTRY:
-            raise ValueError(f"model {f.__name__!r} is registered twice")
-        _REGISTRY[f.__name__] = ModelEntry(f.__name__, f, kind, frozenset(tags))
+        _REGISTRY.add(f.__name__, ModelEntry(f.__name__, f, kind, frozenset(tags)))
         return f
 
     return wrap(fn) if fn is not None else wrap
 
 
 def _entry(name: str) -> ModelEntry:
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_REGISTRY))}"
-        raise KeyError(f"unknown model {name!r}{hint}")
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)  # an unknown name: swarmlab.registry.UnknownNameError, with the nearest names
 
 
 def build_config(config_cls: type, defaults: dict, overrides: dict):
@@ -65,14 +61,8 @@ def create_model(name: str, **overrides) -> nn.Module:
 
 def list_models(kind: str | None = None) -> list[str]:
     """Registered model names, sorted; only those consuming ``kind`` inputs when given."""
-    return sorted(n for n, e in _REGISTRY.items() if kind is None or e.kind == kind)
+    return [n for n, e in _REGISTRY.items() if kind is None or e.kind == kind]
 
 
 def model_entry(name: str) -> ModelEntry:
     return _entry(name)
-
-
-def add_tags(name: str, *tags: str) -> None:
-    """Add ``tags`` to the registered model ``name`` (for a property stated outside the model's own file)."""
-    entry = _entry(name)
-    _REGISTRY[name] = dataclasses.replace(entry, tags=entry.tags | frozenset(tags))

@@ -590,7 +590,8 @@ class Swarm(NumParamsMixin, nn.Module):
         return sum(4 * H * a + 4 * H + 8 * H * H + 2 * H * b + b for a, b in zip(dims[:-1], dims[1:]))
 
 
-@register_model(kind="set", tags=("swarm",))
+# mean pooling (the default) keeps the layer's permutation equivariance: tests/models/test_set_models.py checks it
+@register_model(kind="set", tags=("swarm", "permutation_equivariant"))
 def swarm(**overrides) -> Swarm:
     """Seed 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
     return Swarm(build_config(SwarmConfig, {}, overrides))

@@ -366,13 +366,14 @@ _SMALL = dict(d_model=128, cluster_size=8, seq_len=256, t_local=3, num_layers=2)
 _BASE = dict(d_model=192, cluster_size=4, seq_len=768, t_local=3, num_layers=2)
 
 
-@register_model(tags=("swarmformer", "reference"))
+# the reference variants mean-pool over PAD tokens, as the authors' code does (by design; see above): "ignores_mask"
+@register_model(tags=("swarmformer", "reference", "ignores_mask"))
 def swarmformer_small(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Small': D=128, S=8, L=256, T_local=3, 2 layers (4,302,850 parameters)."""
     return SwarmFormer(build_config(SwarmFormerConfig, _SMALL, overrides))
 
 
-@register_model(tags=("swarmformer", "reference"))
+@register_model(tags=("swarmformer", "reference", "ignores_mask"))
 def swarmformer_base(**overrides) -> SwarmFormer:
     """Seed 000 Table 1 'Base': D=192, S=4, L=768, T_local=3, 2 layers (6,749,186 parameters)."""
     return SwarmFormer(build_config(SwarmFormerConfig, _BASE, overrides))

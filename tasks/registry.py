@@ -1,41 +1,25 @@
-"""Task registry: a task says what is learned (data, loss) and how it is scored (metrics, monitor)."""
+"""Task registry: a task says what is learned (data, loss) and how it is scored (metrics, monitor).
+
+Every module of tasks/ that defines a task registers it (``@register_task``); the registry imports them all on the
+first lookup (swarmlab/registry.py, as the model registry does), so a new task is one new file and its params.yaml
+section. An unknown name is one line with the nearest names (``swarmlab.registry.UnknownNameError``).
+"""
 
 from __future__ import annotations
 
-import difflib
-import importlib
+from swarmlab.registry import Registry
 
-from swarmlab.errors import SwarmlabError
-
-BUILTIN = ("imdb", "toy", "clustering", "image_generation", "long_documents")  # modules of tasks/ that register
-# tasks, imported on the first lookup
-_TASKS: dict[str, type] = {}
-_loaded = False
-
-
-def _load_builtin() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(f"tasks.{module}")
+_TASKS: Registry[type] = Registry("task", "tasks")
 
 
 def register_task(cls):
-    if cls.name in _TASKS:
-        raise ValueError(f"task {cls.name!r} is registered twice")
-    _TASKS[cls.name] = cls
+    _TASKS.add(cls.name, cls)
     return cls
 
 
 def task_class(name: str) -> type:
     """The registered task class ``name``; an unknown name is a one-line error with the nearest names."""
-    _load_builtin()
-    if name not in _TASKS:
-        close = difflib.get_close_matches(str(name), _TASKS, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(_TASKS))}"
-        raise SwarmlabError(f"unknown task {name!r}{hint}")
-    return _TASKS[name]
+    return _TASKS.get(name)
 
 
 def get_task(name: str, options: dict | None = None, **kwargs):
@@ -44,5 +28,4 @@ def get_task(name: str, options: dict | None = None, **kwargs):
 
 
 def list_tasks() -> list[str]:
-    _load_builtin()
-    return sorted(_TASKS)
+    return _TASKS.names()

@@ -159,7 +159,7 @@ def test_the_import_walk_sees_imports_inside_functions(tmp_path):
     files = imported_files(REPO_ROOT / "pipelines" / "train.py")
     assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside swarmlab/training/run.py:train_one only
     assert REPO_ROOT / "tasks" / "registry.py" in files  # through tasks/__init__.py
-    # (the registry imports the task modules by name on the first lookup, tasks/registry.py: BUILTIN; the stages
+    # (the registries import every module of tasks/ and models/ on the first lookup, swarmlab/registry.py; the stages
     # that look tasks up declare the whole tasks/ folder)
 
 
