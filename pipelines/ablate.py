@@ -30,7 +30,12 @@ from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.stage_cli import params_from, stage_parser
+
 from tasks import task_class
+
+# the stages a grid point runs as subprocesses (a grid's `stages`: train and evaluate, and the data steps a grid that
+# rebuilds data reruns); swarmlab/dvcdeps.py counts their code as this stage's
+STAGE_MODULES = ("data", "train", "evaluate")
 
 
 def ablate(

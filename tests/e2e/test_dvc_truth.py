@@ -1,4 +1,5 @@
-"""DVC tells the truth: every stage declares every code path it imports and the override sections it reads.
+"""DVC tells the truth: every stage declares exactly the code it imports (generated: swarmlab/dvcdeps.py) and the
+override sections it reads.
 
 (The end-to-end test in test_pipeline_e2e.py edits each documented override and checks that `dvc status`
 marks exactly the stages that read it.)
@@ -6,17 +7,16 @@ marks exactly the stages that read it.)
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from swarmlab import dvcdeps
 from swarmlab.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
-PIPELINES = [REPO_ROOT / "dvc.yaml", REPO_ROOT / "sweeps" / "dvc.yaml", REPO_ROOT / "claims" / "dvc.yaml"]
+PIPELINES = [REPO_ROOT / p for p in dvcdeps.PIPELINES]
 CLAIMS = "claims/dvc.yaml"  # the claims profile's pieces: they read profiles.claims, whatever `profile` is active
 
 
@@ -41,79 +41,34 @@ def expand(dvc_file: Path) -> dict[str, dict]:
     return stages
 
 
-def module_file(name: str) -> Path | None:
-    """The repository file that ``import name`` runs, if it is ours."""
-    base = REPO_ROOT.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def imported_files(entry: Path) -> set[Path]:
-    """Every repository file ``entry`` imports, transitively, including imports inside functions."""
-    seen, todo = set(), [entry]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        package = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
-        if path.name == "__init__.py":
-            package = package.removesuffix(".__init__")
-        else:
-            package = package.rpartition(".")[0]
-        names = []
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(p for p in [*parent, base] if p)
-                names += [base] + [f"{base}.{a.name}" for a in node.names]
-        for name in names:
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__.py and a/b/__init__.py too
-                found = module_file(".".join(parts[:i]))
-                if found is not None:
-                    todo.append(found)
-    return seen
-
-
-def entry_file(cmd: str) -> Path:
-    m = re.match(r"python (?:-m (\S+)|(\S+\.py))", cmd)
-    assert m, f"unexpected stage command {cmd!r}"
-    return module_file(m.group(1)) if m.group(1) else REPO_ROOT / m.group(2)
-
-
-def entry_files(cmd: str) -> set[Path]:
-    """The code a stage runs: its entry's imports, and for a claims piece also those of the stages it runs as
-    subprocesses (pipelines/claims.py: STAGE_MODULES)."""
-    from pipelines.claims import STAGE_MODULES
-
-    files = imported_files(entry_file(cmd))
-    m = re.match(r"python -m pipelines\.claims (\w+)", cmd)
-    if m:
-        for stage in STAGE_MODULES[m.group(1)]:
-            files |= imported_files(module_file(f"pipelines.{stage}"))
-    return files
-
-
 STAGES = [(f.relative_to(REPO_ROOT).as_posix(), name, stage) for f in PIPELINES for name, stage in expand(f).items()]
 
 
-@pytest.mark.parametrize(("pipeline", "name", "stage"), STAGES, ids=[f"{p}:{n}" for p, n, _ in STAGES])
-def test_stage_declares_every_code_path_it_imports(pipeline, name, stage):
-    wdir = (REPO_ROOT / pipeline).parent / stage.get("wdir", ".")
-    deps = [(wdir / d).resolve() for d in stage.get("deps", []) if not d.startswith("${")]
-    missing = sorted(
-        str(f.relative_to(REPO_ROOT))
-        for f in entry_files(stage["cmd"])
-        if not any(f == d or d in f.parents for d in deps)
-    )
-    assert not missing, f"{pipeline}:{name} imports files its deps do not cover: {missing}"
+TEMPLATES = [  # each stage as written (a foreach stage once, its `${item.x}` deps unexpanded: they are data)
+    (f"{p}:{name}", stage.get("do", stage))
+    for p in dvcdeps.PIPELINES
+    for name, stage in yaml.safe_load((REPO_ROOT / p).read_text())["stages"].items()
+]
+
+
+@pytest.mark.parametrize(("name", "stage"), TEMPLATES, ids=[n for n, _ in TEMPLATES])
+def test_stage_declares_exactly_the_code_it_imports(name, stage):
+    """The code deps are generated (swarmlab/dvcdeps.py): what the command imports, no more and no less, so that DVC
+    reruns a stage when its code changed and only then. After a code change: python -m swarmlab.dvcdeps."""
+    declared = [d for d in stage.get("deps", []) if dvcdeps.is_code(d)]
+    assert declared == dvcdeps.code_deps(stage["cmd"]), f"{name}: run python -m swarmlab.dvcdeps"
+
+
+def test_the_generated_deps_cover_every_file_a_stage_imports():
+    """The generator's own check: every file the train stage's command imports lies under one of its code deps,
+    including lazy imports inside functions, the modules a registry loads and the stages a stage runs."""
+    for cmd in ("python -m pipelines.train --task imdb", "python -m pipelines.claims grid enhanced_ends"):
+        deps = [REPO_ROOT / d for d in dvcdeps.code_deps(cmd)]
+        files = dvcdeps.imported_files(dvcdeps.entry_file(cmd))
+        assert all(any(f == d or d in f.parents for d in deps) for f in files)
+    claims = {d for d in dvcdeps.code_deps("python -m pipelines.claims grid enhanced_ends")}
+    assert {"pipelines/ablate.py", "pipelines/train.py", "pipelines/evaluate.py"} <= claims  # run as subprocesses
+    assert "tasks" in dvcdeps.code_deps("python -m pipelines.data --task listops")  # the registry loads every task
 
 
 @pytest.mark.parametrize(("pipeline", "name", "stage"), STAGES, ids=[f"{p}:{n}" for p, n, _ in STAGES])
@@ -155,12 +110,11 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
 
 
 def test_the_import_walk_sees_imports_inside_functions(tmp_path):
-    """The check above must see lazy imports (the stages import MLflow, tasks, plots inside functions)."""
-    files = imported_files(REPO_ROOT / "pipelines" / "train.py")
+    """The generator must see lazy imports (the stages import MLflow, tasks, plots inside functions)."""
+    files = dvcdeps.imported_files(REPO_ROOT / "pipelines" / "train.py")
     assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside swarmlab/training/run.py:train_one only
     assert REPO_ROOT / "tasks" / "registry.py" in files  # through tasks/__init__.py
-    # (the registries import every module of tasks/ and models/ on the first lookup, swarmlab/registry.py; the stages
-    # that look tasks up declare the whole tasks/ folder)
+    assert REPO_ROOT / "tasks" / "long_data.py" in files  # the registry imports every module of tasks/
 
 
 def test_no_stage_declares_the_schedule():

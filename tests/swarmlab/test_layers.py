@@ -79,7 +79,11 @@ def bad_imports(paths: list[Path], forbidden) -> list[str]:
     return sorted(f"{p.relative_to(REPO_ROOT)} imports {name}" for p in paths for name in imports(p) if forbidden(name))
 
 
-MODELS_MAY_IMPORT = {"swarmlab.settings", "swarmlab.errors", "swarmlab.registry"}  # the registry: models and tasks alike
+MODELS_MAY_IMPORT = {
+    "swarmlab.settings",
+    "swarmlab.errors",
+    "swarmlab.registry",
+}  # the registry: models and tasks alike
 
 
 def test_models_import_nothing_above_them():
