@@ -154,23 +154,22 @@ def _ellipse(ax, mean, cov, color, **kwargs) -> None:
     ax.add_patch(Ellipse(mean, width, height, angle=angle, fill=False, color=color, **kwargs))
 
 
-def clustering_example(x, labels, probs, means, covs, path: Path, title: str = "") -> Path:
+def clustering_example(x, labels, probs, means, covs, path: Path, title: str = "", *, match) -> Path:
     """Seed 003 Figure 4: one task's truth (with the generating covariance ellipses) beside the predicted
     assignment; predicted slots take the colour of the true cluster they are matched to (count-maximising
     matching; slots matched to no cluster get the spare colours); the grey halo under each point is the entropy
     of its slot distribution (darker = less sure; Figure 4 shades the whole plane, which needs the model).
 
     ``x`` (N, 2) points, ``labels`` (N,) their true clusters, ``probs`` (N, S) the predicted slot distributions,
-    ``means`` (k, 2) and ``covs`` (k, 2, 2) the k generating Gaussians: numpy arrays."""
-    from scipy.optimize import linear_sum_assignment  # scipy.optimize loads in ~0.3 s: only when drawing
-
+    ``means`` (k, 2) and ``covs`` (k, 2, 2) the k generating Gaussians: numpy arrays. ``match``: the task's matching
+    of one (cluster, slot) count table, (rows, cols) (``tasks.set_losses.best_matching``, as its metric uses)."""
     plt = pyplot()
     pred = probs.argmax(axis=1)
     k = len(means)
     S = probs.shape[1]
     table = np.zeros((S, S), np.int64)
     np.add.at(table, (labels, pred), 1)
-    rows, cols = linear_sum_assignment(table, maximize=True)
+    rows, cols = match(table)
     colour_of_slot = np.empty(S, np.int64)
     colour_of_slot[cols] = rows  # slot -> the true cluster it is matched to (indices >= k: spare colours)
     accuracy = table[rows, cols].sum() / max(len(labels), 1)

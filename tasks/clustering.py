@@ -53,6 +53,10 @@ from tasks.set_data import (
     write_set_tasks,
 )
 from tasks.set_losses import (
+    accuracy_from_tables,
+    ari_from_tables,
+    best_matching,
+    contingency,
     hungarian_matched_nll,
     mog_log_likelihood,
     mog_oracle_log_likelihood,
@@ -284,51 +288,6 @@ def check_split_values(path: Path, tasks: list, *, kind: str, slots: int | None,
 
 
 # ------------------------------------------------------------------------------------------------- metrics
-
-
-def contingency(labels: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, slots: int) -> torch.Tensor:
-    """(B, S, S) long counts of the real points by (true cluster, predicted slot), one ``index_add_``, no host sync."""
-    B, N = labels.shape
-    flat = (
-        torch.arange(B, device=labels.device)[:, None] * slots + labels.clamp(0, slots - 1)
-    ) * slots + pred  # (B, N)
-    flat = torch.where(mask, flat, torch.full_like(flat, B * slots * slots))  # padding -> one extra bin
-    counts = torch.zeros(B * slots * slots + 1, dtype=torch.long, device=labels.device)
-    counts.index_add_(0, flat.reshape(-1), torch.ones_like(flat.reshape(-1)))
-    return counts[:-1].view(B, slots, slots)
-
-
-def ari_from_tables(tables: np.ndarray) -> np.ndarray:
-    """Adjusted Rand index of every (true x predicted) contingency table in ``tables`` (T, K, S), vectorised.
-
-    The formula and the degenerate case of ``tasks.set_losses.adjusted_rand_index`` (1.0 when max == expected).
-    """
-    t = tables.astype(np.float64)
-
-    def pairs(x: np.ndarray, axes) -> np.ndarray:
-        return (x * (x - 1) / 2).sum(axis=axes)
-
-    index, sum_a, sum_b = pairs(t, (1, 2)), pairs(t.sum(axis=2), 1), pairs(t.sum(axis=1), 1)
-    n = t.sum(axis=(1, 2))
-    total = n * (n - 1) / 2
-    expected = np.where(total > 0, sum_a * sum_b / np.maximum(total, 1), 0.0)
-    best = (sum_a + sum_b) / 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(best == expected, 1.0, (index - expected) / (best - expected))
-
-
-def accuracy_from_tables(tables: np.ndarray) -> np.ndarray:
-    """Per table, the share of points on the diagonal of the best one-to-one cluster <-> slot matching (the
-    ``tasks.set_losses.matched_accuracy`` of the task); 1 for an empty table."""
-    from scipy.optimize import linear_sum_assignment  # scipy.optimize: ~0.3 s to import, and only this metric needs it
-
-    out = np.ones(len(tables))
-    for i, table in enumerate(tables):
-        n = table.sum()
-        if n:
-            r, c = linear_sum_assignment(table, maximize=True)
-            out[i] = table[r, c].sum() / n
-    return out
 
 
 class DirectClusteringMeter(LossMeter):
@@ -620,6 +579,7 @@ def plot_direct_example(example: dict, path: Path, title: str = "") -> Path:
         example["covs"][:k].cpu().numpy(),
         path,
         title,
+        match=best_matching,
     )
 
 

@@ -90,26 +90,65 @@ def hungarian_matched_nll(log_probs: torch.Tensor, labels: torch.Tensor, mask: t
     return -loss / n_real
 
 
-def _best_assignment_counts(
-    pred: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per task, the number of real points whose prediction agrees with the true cluster under the best
-    one-to-one cluster <-> slot matching (Hungarian on the contingency table), and the number of real points."""
+# ------------------------------------------------------------------------------------------------- metrics
+# One implementation each: the counts of (true cluster, predicted slot) per task, the Hungarian matching on them, and
+# the matched accuracy and ARI from the counts. DirectClusteringMeter (tasks/clustering.py) and the figures use these.
+
+
+def best_matching(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The one-to-one (cluster, slot) pairs that keep the most points: Hungarian on one (K, S) count table."""
+    return linear_sum_assignment(table, maximize=True)
+
+
+def contingency(labels: torch.Tensor, mask: torch.Tensor, pred: torch.Tensor, slots: int) -> torch.Tensor:
+    """(B, S, S) long counts of the real points by (true cluster, predicted slot), one ``index_add_``, no host sync."""
     B, N = labels.shape
-    mask = mask.bool()
-    S = int(max(int(pred.max()) + 1 if pred.numel() else 1, int(labels[mask].max()) + 1 if mask.any() else 1))
-    onehot = F.one_hot(pred.long().clamp(min=0), S).float()  # (B, N, S)
-    table, _ = _contingency(labels.long(), mask, onehot, S)  # (B*S + 1, S): true cluster x slot counts
-    table = table[:-1].reshape(B, S, S).cpu().numpy()
-    hits = np.zeros(B)
-    for b in range(B):
-        r, c = linear_sum_assignment(table[b], maximize=True)
-        hits[b] = table[b][r, c].sum()
-    return hits, mask.sum(dim=1).cpu().numpy()
+    flat = (
+        torch.arange(B, device=labels.device)[:, None] * slots + labels.clamp(0, slots - 1)
+    ) * slots + pred  # (B, N)
+    flat = torch.where(mask, flat, torch.full_like(flat, B * slots * slots))  # padding -> one extra bin
+    counts = torch.zeros(B * slots * slots + 1, dtype=torch.long, device=labels.device)
+    counts.index_add_(0, flat.reshape(-1), torch.ones_like(flat.reshape(-1)))
+    return counts[:-1].view(B, slots, slots)
+
+
+def ari_from_tables(tables: np.ndarray) -> np.ndarray:
+    """Adjusted Rand index of every (true x predicted) contingency table in ``tables`` (T, K, S), vectorised.
+
+    From the contingency table n_ij with row sums a_i, column sums b_j and n points (Hubert & Arabie, 1985):
+    ``ARI = (sum C(n_ij, 2) - E) / (max - E)``, ``E = sum C(a_i, 2) * sum C(b_j, 2) / C(n, 2)``,
+    ``max = (sum C(a_i, 2) + sum C(b_j, 2)) / 2``; 1.0 when ``max == E`` (the partitions agree: both one cluster, both
+    all singletons, or fewer than 2 points). The pair-counting oracle is swarmlab/testing/reference_metrics.py.
+    """
+    t = tables.astype(np.float64)
+
+    def pairs(x: np.ndarray, axes) -> np.ndarray:
+        return (x * (x - 1) / 2).sum(axis=axes)
+
+    index, sum_a, sum_b = pairs(t, (1, 2)), pairs(t.sum(axis=2), 1), pairs(t.sum(axis=1), 1)
+    n = t.sum(axis=(1, 2))
+    total = n * (n - 1) / 2
+    expected = np.where(total > 0, sum_a * sum_b / np.maximum(total, 1), 0.0)
+    best = (sum_a + sum_b) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(best == expected, 1.0, (index - expected) / (best - expected))
+
+
+def accuracy_from_tables(tables: np.ndarray) -> np.ndarray:
+    """Per table, the share of points on the diagonal of the best one-to-one cluster <-> slot matching; 1 for an
+    empty table."""
+    out = np.ones(len(tables))
+    for i, table in enumerate(tables):
+        n = table.sum()
+        if n:
+            r, c = best_matching(table)
+            out[i] = table[r, c].sum() / n
+    return out
 
 
 def matched_accuracy(pred: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Fraction of real points in the right cluster under the best one-to-one slot <-> cluster matching.
+    """Fraction of real points in the right cluster under the best one-to-one slot <-> cluster matching
+    (``accuracy_from_tables`` of their counts).
 
     The matching maximises the number of agreeing points (not the log-probability of the loss), so this is the
     best accuracy any relabelling of the prediction reaches.
@@ -121,43 +160,10 @@ def matched_accuracy(pred: torch.Tensor, labels: torch.Tensor, mask: torch.Tenso
     Returns:
         (B,) float32 in [0, 1]; 1 for a task without real points.
     """
-    hits, n = _best_assignment_counts(pred, labels, mask)
-    return torch.as_tensor(np.where(n > 0, hits / np.maximum(n, 1), 1.0), dtype=torch.float32)
-
-
-def adjusted_rand_index(labels_true: np.ndarray | Sequence[int], labels_pred: np.ndarray | Sequence[int]) -> float:
-    """Adjusted Rand index (Hubert & Arabie, 1985) of two partitions of the same points.
-
-    From the contingency table n_ij with row sums a_i, column sums b_j and n points:
-    ``ARI = (sum C(n_ij, 2) - E) / (max - E)``, ``E = sum C(a_i, 2) * sum C(b_j, 2) / C(n, 2)``,
-    ``max = (sum C(a_i, 2) + sum C(b_j, 2)) / 2``. Invariant to relabelling; 1 for identical partitions, about 0
-    for independent ones, can be negative. When ``max == E`` (both partitions one cluster, or both all
-    singletons, or n < 2) the partitions agree and the result is 1.0.
-
-    Args:
-        labels_true, labels_pred: (n,) cluster ids (any integers).
-    Returns:
-        the index as a float.
-    """
-    a = np.asarray(labels_true).ravel()
-    b = np.asarray(labels_pred).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"the partitions cover different numbers of points: {a.size} and {b.size}")
-    _, ia = np.unique(a, return_inverse=True)
-    _, ib = np.unique(b, return_inverse=True)
-    table = np.zeros((ia.max(initial=-1) + 1, ib.max(initial=-1) + 1), np.int64)
-    np.add.at(table, (ia, ib), 1)
-
-    def pairs(x: np.ndarray) -> float:
-        return float((x * (x - 1) // 2).sum())
-
-    index, sum_a, sum_b = pairs(table), pairs(table.sum(axis=1)), pairs(table.sum(axis=0))
-    total = a.size * (a.size - 1) / 2
-    expected = sum_a * sum_b / total if total > 0 else 0.0
-    best = (sum_a + sum_b) / 2
-    if best == expected:
-        return 1.0
-    return (index - expected) / (best - expected)
+    mask = mask.bool()
+    slots = int(max(int(pred.max()) + 1 if pred.numel() else 1, int(labels[mask].max()) + 1 if mask.any() else 1))
+    tables = contingency(labels.long(), mask, pred.long().clamp(min=0), slots)
+    return torch.as_tensor(accuracy_from_tables(tables.cpu().numpy()), dtype=torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -246,7 +252,10 @@ def mog_oracle_log_likelihood(tasks: Sequence) -> torch.Tensor:
 
 
 __all__ = [
-    "adjusted_rand_index",
+    "accuracy_from_tables",
+    "ari_from_tables",
+    "best_matching",
+    "contingency",
     "hungarian_matched_nll",
     "matched_accuracy",
     "mog_log_likelihood",

@@ -8,7 +8,8 @@ and a benchmark can time the fast path against it:
 * ``reference_swarmformer``: the authors' SwarmFormer module layout, the oracle of ``models.swarmformer``;
 * ``reference_set_transformer``: the public Set Transformer blocks (juho-lee/set_transformer);
 * ``reference_bert_tokenizer``: a pure-Python bert-base-uncased tokenizer, the oracle of ``tasks.tokenization``;
-* ``reference_attention_patterns``: dense (L, L) masked oracles of ``models.layers.attention_patterns``.
+* ``reference_attention_patterns``: dense (L, L) masked oracles of ``models.layers.attention_patterns``;
+* ``reference_metrics``: the adjusted Rand index by counting pairs, the oracle of ``tasks.set_losses.ari_from_tables``.
 
 Like the rest of ``swarmlab`` these import nothing from ``models``, ``tasks`` or ``pipelines``: an oracle that
 shared code with what it checks would share its bugs.

@@ -17,10 +17,12 @@ import torch.nn.functional as F
 from swarmlab.params import load_params
 from swarmlab.runs import make_task
 from swarmlab.errors import SwarmlabError
-from tasks.clustering import MogStream, ari_from_tables, contingency, eval_order
+from swarmlab.testing.reference_metrics import adjusted_rand_index
+from tasks.clustering import MogStream, eval_order
 from tasks.set_data import make_direct_clustering_tasks
 from tasks.set_losses import (
-    adjusted_rand_index,
+    ari_from_tables,
+    contingency,
     hungarian_matched_nll,
     matched_accuracy,
     mog_log_likelihood,
