@@ -112,148 +112,157 @@ def fit(
         identity: what the run is (model config, task options, data); kept in the checkpoint, and a resume of
             a run whose identity or training settings differ is refused (``check_resume``).
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tracker = tracker or NullTracker()
-    device = resolve_device(cfg.device)
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    set_seeds(cfg.seed)
-    amp = resolve_amp(cfg.amp, device)
-    model.to(device)
-    optimizer = make_optimizer(model, cfg, device)
-    net = compiled(model, cfg.compile)
-    num_params = sum(p.numel() for p in model.parameters())
-    callbacks = [
-        *default_callbacks(cfg),
-        *(cb if isinstance(cb, Callback) else FunctionCallback(cb) for cb in callbacks),
-    ]
+    run = _Fit(model, task, train_data, val_data, cfg, Path(out_dir), tracker or NullTracker(), desc, identity)
+    run.start(resume, callbacks, lr_schedule)
+    while not run.p.stopped:
+        epoch_end = run.train_step()
+        stop = run.limit(epoch_end)
+        if run.stretch_ends(stop, epoch_end):
+            run.end_stretch(stop)
+    return run.finish()
 
-    endless = is_endless(train_data)
-    steps_per_epoch = check_plan(cfg, train_data)
-    train_data, val_data = on_device(train_data, device), on_device(val_data, device)
-    schedule = lr_multiplier(cfg, planned_steps(cfg, steps_per_epoch), lr_schedule)
 
-    p = Progress()
-    ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else out_dir / CHECKPOINT
-    if resume and ckpt_path.is_file():
-        p = restore(ckpt_path, model, optimizer, cfg, identity, device, out_dir)
-        p.stopped = _still_stopped(p, cfg, callbacks)
-        print(f"{desc}resuming after step {p.step} (evaluation {p.evaluation}) from {ckpt_path}", flush=True)
-    else:
-        tracker.log_params({"train": asdict(cfg), "num_params": num_params, "bf16_autocast": amp})
-    loop = Loop(model=model, optimizer=optimizer, task=task, device=device, out_dir=out_dir, progress=p, desc=desc)
+class _Fit:
+    """One call of ``fit``, in the steps a reader can hold: ``start`` (device, seeds, optimizer, plan, resume),
+    ``train_step`` (one optimizer step), ``limit`` and ``stretch_ends`` (does the run or the stretch end here),
+    ``end_stretch`` (validate, select, let the callbacks answer, checkpoint, log) and ``finish``."""
 
-    plan, loss_sum = None, torch.zeros((), device=device)
-    meter, rows = task.new_metrics(), 0
-    bar = progress(total=planned_steps(cfg, steps_per_epoch), initial=p.step, desc=f"{desc}train")
-    model.train()
-    loop.t0 = time.perf_counter()
-    while not p.stopped:
-        # ---------------------------------------------------------------------------- one training step
-        if endless:
-            batch = train_data.batch(p.step, cfg.batch_size, cfg.seed)
+    def __init__(self, model, task, train_data, val_data, cfg: TrainConfig, out_dir: Path, tracker, desc, identity):
+        self.model, self.task, self.cfg, self.out_dir = model, task, cfg, out_dir
+        self.train_data, self.val_data = train_data, val_data
+        self.tracker, self.desc, self.identity = tracker, desc, identity
+
+    # ---------------------------------------------------------------------------------------------- setup
+    def start(self, resume, callbacks, lr_schedule) -> None:
+        cfg, model = self.cfg, self.model
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.device = device = resolve_device(cfg.device)
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        set_seeds(cfg.seed)
+        self.amp = resolve_amp(cfg.amp, device)
+        model.to(device)
+        self.optimizer = make_optimizer(model, cfg, device)
+        self.net = compiled(model, cfg.compile)
+        self.num_params = sum(p.numel() for p in model.parameters())
+        self.callbacks = [
+            *default_callbacks(cfg),
+            *(cb if isinstance(cb, Callback) else FunctionCallback(cb) for cb in callbacks),
+        ]
+        self.endless = is_endless(self.train_data)
+        steps_per_epoch = check_plan(cfg, self.train_data)
+        self.train_data, self.val_data = on_device(self.train_data, device), on_device(self.val_data, device)
+        self.schedule = lr_multiplier(cfg, planned_steps(cfg, steps_per_epoch), lr_schedule)
+
+        self.p = Progress()
+        ckpt_path = Path(resume) if isinstance(resume, (str, Path)) else self.out_dir / CHECKPOINT
+        if resume and ckpt_path.is_file():
+            self.p = restore(ckpt_path, model, self.optimizer, cfg, self.identity, device, self.out_dir)
+            self.p.stopped = _still_stopped(self.p, cfg, self.callbacks)
+            print(
+                f"{self.desc}resuming after step {self.p.step} (evaluation {self.p.evaluation}) from {ckpt_path}",
+                flush=True,
+            )
         else:
-            if plan is None:
-                plan = epoch_plan(train_data, cfg, p.epoch)
-            batch = train_data.get_batch(plan[p.pos])
-        batch = to_device(batch, device)
-        new_lr = cfg.lr * p.lr_scale * schedule(p.step)
+            self.tracker.log_params({"train": asdict(cfg), "num_params": self.num_params, "bf16_autocast": self.amp})
+        self.loop = Loop(
+            model=model,
+            optimizer=self.optimizer,
+            task=self.task,
+            device=device,
+            out_dir=self.out_dir,
+            progress=self.p,
+            desc=self.desc,
+        )
+        self.plan, self.loss_sum = None, torch.zeros((), device=device)
+        self.meter, self.rows = self.task.new_metrics(), 0
+        self.bar = progress(total=planned_steps(cfg, steps_per_epoch), initial=self.p.step, desc=f"{self.desc}train")
+        model.train()
+        self.loop.t0 = time.perf_counter()
+
+    # ------------------------------------------------------------------------------------ one training step
+    def train_step(self) -> bool:
+        """One optimizer step on the next batch; returns whether it ended an epoch."""
+        cfg, p, loop, optimizer = self.cfg, self.p, self.loop, self.optimizer
+        if self.endless:
+            batch = self.train_data.batch(p.step, cfg.batch_size, cfg.seed)
+        else:
+            if self.plan is None:
+                self.plan = epoch_plan(self.train_data, cfg, p.epoch)
+            batch = self.train_data.get_batch(self.plan[p.pos])
+        batch = to_device(batch, self.device)
+        new_lr = cfg.lr * p.lr_scale * self.schedule(p.step)
         if new_lr != loop.lr:
             for group in optimizer.param_groups:
                 group["lr"] = new_lr
             loop.lr = new_lr
-        with autocast(device, amp):
-            out = task.forward(net, batch)
-            loss = task.loss(out, batch)
+        with autocast(self.device, self.amp):
+            out = self.task.forward(self.net, batch)
+            loss = self.task.loss(out, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         optimizer.step()
-        loss_sum += loss.detach().float()  # on the device: NaN/inf show up in the sum, read only at checks
-        meter.update(out, batch, loss)
-        rows += batch_len(batch)
+        self.loss_sum += loss.detach().float()  # on the device: NaN/inf show up in the sum, read only at checks
+        self.meter.update(out, batch, loss)
+        self.rows += batch_len(batch)
         p.step += 1
-        bar.update(1)
-        if not bar.disable and p.step % 10 == 0:
-            bar.set_postfix(loss=f"{loss.item():.4f}")
+        self.bar.update(1)
+        if not self.bar.disable and p.step % 10 == 0:
+            self.bar.set_postfix(loss=f"{loss.item():.4f}")
 
         epoch_end = False
-        if not endless:
+        if not self.endless:
             p.pos += 1
-            if p.pos == len(plan):
-                epoch_end, plan = True, None
+            if p.pos == len(self.plan):
+                epoch_end, self.plan = True, None
                 p.epoch, p.pos = p.epoch + 1, 0
-        stop = ""
+        return epoch_end
+
+    def limit(self, epoch_end: bool) -> str:
+        """Why the run ends after this step (a limit, or a callback's ``on_step_end``), or ""."""
+        cfg, p = self.cfg, self.p
         if cfg.max_steps and p.step >= cfg.max_steps:
-            stop = "max_steps"
-        elif epoch_end and cfg.max_epochs and p.epoch > cfg.max_epochs:
-            stop = "max_epochs"
-        else:  # asked only when no limit ends the run: the time budget reads the clock
-            stop = _first(cb.on_step_end(loop) for cb in callbacks)
+            return "max_steps"
+        if epoch_end and cfg.max_epochs and p.epoch > cfg.max_epochs:
+            return "max_epochs"
+        return _first(cb.on_step_end(self.loop) for cb in self.callbacks)  # only when no limit ends the run: the
+        # time budget reads the clock
+
+    def stretch_ends(self, stop: str, epoch_end: bool) -> bool:
+        """Whether the training stretch ends here: a stop, ``eval_every``, an epoch's end, or a non-finite loss."""
+        cfg, p = self.cfg, self.p
         due = bool(stop) or (cfg.eval_every and p.step % cfg.eval_every == 0) or (not cfg.eval_every and epoch_end)
         if not due and cfg.check_finite_every and p.step % cfg.check_finite_every == 0:
-            due = not bool(torch.isfinite(loss_sum))  # a non-finite loss is handled at once, as at an evaluation
-        if not due:
-            continue
+            due = not bool(torch.isfinite(self.loss_sum))  # a non-finite loss is handled at once, as at an evaluation
+        return bool(due)
 
-        # ------------------------------------------------------------ end of a training stretch: evaluate
-        sync(device)
+    # ------------------------------------------------------------ end of a training stretch: evaluate
+    def end_stretch(self, stop: str) -> None:
+        """Validate, keep the best weights, let the callbacks answer, write the checkpoint and the history row."""
+        cfg, p, loop, task, desc = self.cfg, self.p, self.loop, self.task, self.desc
+        sync(self.device)
         stretch_s = time.perf_counter() - loop.t0
         p.train_time_s += stretch_s
-        first, last = p.history[-1]["step"] + 1 if p.history else 1, p.step
-        finite = bool(torch.isfinite(loss_sum))
-        loss_sum.zero_()
         row = {
             "evaluation": p.evaluation + 1,
             "step": p.step,
-            "epoch": _epoch_value(p, len(plan) if plan else None, endless),
+            "epoch": _epoch_value(p, len(self.plan) if self.plan else None, self.endless),
         }
-        event = ""
-        if not finite:
-            event = _first(cb.on_nonfinite(loop, "training loss") for cb in callbacks)
-            if not event:
-                raise NonFiniteLossError(
-                    f"{desc}non-finite training loss in steps {first}..{last}"
-                    + (f" (epoch {p.epoch})" if not endless else "")
-                    + f" at lr {loop.lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack"
-                )
-            val = dict(p.best["metrics"])  # the restored weights are the best ones: their validation is known
-            row.update({f"val_{k}": v for k, v in val.items()})
-        else:
-            row.update({f"train_{k}": v for k, v in meter.compute().items()})
-            val, _ = evaluate(
-                net, task, val_data, batch_size=cfg.eval_batch_size, device=device, amp=amp, desc=f"{desc}validate"
-            )
-            row.update({f"val_{k}": v for k, v in val.items()})
+        val, event = self._validate(row)
         score = val[task.monitor]
         p.evaluation += 1
-        if not event and not math.isfinite(score):
-            event = _first(cb.on_nonfinite(loop, "validation") for cb in callbacks)
-            if not event:
-                raise NonFiniteLossError(
-                    f"{desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
-                    f"use train.amp fp32, or set train.plateau: backtrack"
-                )
-        elif not event and task.is_better(score, p.best.get("metrics", {}).get(task.monitor)):
-            p.best = {"evaluation": p.evaluation, "step": p.step, "epoch": row["epoch"], "metrics": dict(val)}
-            p.bad_evals = 0
-            save(model.state_dict(), out_dir / BEST)
-            for cb in callbacks:
-                cb.on_improvement(loop)
-        elif not event:
-            p.bad_evals += 1
-            event = _first(cb.on_no_improvement(loop, score, stop) for cb in callbacks)
+        event = self._select(score, val, row, stop, event)
         best_score = p.best["metrics"][task.monitor] if p.best else score
         p.recorded.append(best_score if event else score)  # what backtracking records, kept under any plateau
-        reason = _first(cb.on_evaluation_end(loop) for cb in callbacks)
+        reason = _first(cb.on_evaluation_end(loop) for cb in self.callbacks)
         stop = stop or reason
         row.update(
             {
                 "lr": loop.lr,
                 "train_time_s": round(p.train_time_s, 3),
-                "train_samples_per_s": rows / stretch_s if stretch_s > 0 else 0.0,
+                "train_samples_per_s": self.rows / stretch_s if stretch_s > 0 else 0.0,
                 "backtracks": p.backtracks,
             }
         )
@@ -261,11 +270,13 @@ def fit(
             row["event"] = event
         p.history.append(row)
         p.stopped = stop
-        save_checkpoint(loop, cfg, identity)
-        tracker.log_metrics({k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step)
+        save_checkpoint(loop, cfg, self.identity)
+        self.tracker.log_metrics(
+            {k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step
+        )
         print(
             f"{desc}eval {p.evaluation}  step {p.step}"
-            + ("" if endless else f"  epoch {row['epoch']}")
+            + ("" if self.endless else f"  epoch {row['epoch']}")
             + (f"  train_loss {row['train_loss']:.4f}" if "train_loss" in row else "")
             + f"  val_loss {val.get('loss', math.nan):.4f}"
             + (f"  val_{task.monitor} {score:.4f}" if task.monitor != "loss" else "")
@@ -274,9 +285,9 @@ def fit(
             flush=True,
         )
         state = TrainState(
-            model=model,
-            optimizer=optimizer,
-            out_dir=out_dir,
+            model=self.model,
+            optimizer=self.optimizer,
+            out_dir=self.out_dir,
             step=p.step,
             epoch=row["epoch"],
             evaluation=p.evaluation,
@@ -284,21 +295,77 @@ def fit(
             history=p.history,
             best=p.best,
         )
-        for cb in callbacks:
+        for cb in self.callbacks:
             if cb.on_checkpoint(state) and not p.stopped:
                 p.stopped = "callback"
-        meter, rows = task.new_metrics(), 0
-        model.train()
+        self.meter, self.rows = task.new_metrics(), 0
+        self.model.train()
         loop.t0 = time.perf_counter()
-    bar.close()
-    return FitResult(
-        best=p.best,
-        history=p.history,
-        stopped=p.stopped,
-        out_dir=out_dir,
-        num_params=num_params,
-        train_time_s=p.train_time_s,
-        steps=p.step,
-        backtracks=p.backtracks,
-        extra={"bf16_autocast": amp},
-    )
+
+    def _validate(self, row: dict) -> tuple[dict, str]:
+        """The stretch's training metrics and the validation metrics, into ``row``; after a non-finite training loss
+        the callbacks answer first (``event``: backtracking restored the best weights, whose validation is known)."""
+        p, desc = self.p, self.desc
+        first, last = p.history[-1]["step"] + 1 if p.history else 1, p.step
+        finite = bool(torch.isfinite(self.loss_sum))
+        self.loss_sum.zero_()
+        event = ""
+        if not finite:
+            event = _first(cb.on_nonfinite(self.loop, "training loss") for cb in self.callbacks)
+            if not event:
+                raise NonFiniteLossError(
+                    f"{desc}non-finite training loss in steps {first}..{last}"
+                    + (f" (epoch {p.epoch})" if not self.endless else "")
+                    + f" at lr {self.loop.lr:.3g}: lower train.lr, use train.amp fp32, check the data, or set train.plateau: backtrack"
+                )
+            val = dict(p.best["metrics"])  # the restored weights are the best ones: their validation is known
+            row.update({f"val_{k}": v for k, v in val.items()})
+        else:
+            row.update({f"train_{k}": v for k, v in self.meter.compute().items()})
+            val, _ = evaluate(
+                self.net,
+                self.task,
+                self.val_data,
+                batch_size=self.cfg.eval_batch_size,
+                device=self.device,
+                amp=self.amp,
+                desc=f"{desc}validate",
+            )
+            row.update({f"val_{k}": v for k, v in val.items()})
+        return val, event
+
+    def _select(self, score: float, val: dict, row: dict, stop: str, event: str) -> str:
+        """Keep the best weights by the monitored metric; a non-finite or unimproved score goes to the callbacks."""
+        p, task = self.p, self.task
+        if not event and not math.isfinite(score):
+            event = _first(cb.on_nonfinite(self.loop, "validation") for cb in self.callbacks)
+            if not event:
+                raise NonFiniteLossError(
+                    f"{self.desc}non-finite validation {task.monitor} at step {p.step}: lower train.lr, "
+                    f"use train.amp fp32, or set train.plateau: backtrack"
+                )
+        elif not event and task.is_better(score, p.best.get("metrics", {}).get(task.monitor)):
+            p.best = {"evaluation": p.evaluation, "step": p.step, "epoch": row["epoch"], "metrics": dict(val)}
+            p.bad_evals = 0
+            save(self.model.state_dict(), self.out_dir / BEST)
+            for cb in self.callbacks:
+                cb.on_improvement(self.loop)
+        elif not event:
+            p.bad_evals += 1
+            event = _first(cb.on_no_improvement(self.loop, score, stop) for cb in self.callbacks)
+        return event
+
+    def finish(self) -> FitResult:
+        self.bar.close()
+        p = self.p
+        return FitResult(
+            best=p.best,
+            history=p.history,
+            stopped=p.stopped,
+            out_dir=self.out_dir,
+            num_params=self.num_params,
+            train_time_s=p.train_time_s,
+            steps=p.step,
+            backtracks=p.backtracks,
+            extra={"bf16_autocast": self.amp},
+        )
