@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 
 from models.layers.params import NumParamsMixin
-from models.layers.set_blocks import ISAB, POOLINGS, SAB, SetPoolingHead, check_set_inputs
+from models.layers.set_blocks import ISAB, HEADS, SAB, SetPoolingHead, check_set_inputs
 from models.registry import build_config, register_model
 from swarmlab.settings import check_config, setting
 
@@ -41,7 +41,7 @@ class SetTransformerConfig:
     layer_norm: bool = setting(True)  # post-LN in every MAB: Lee et al. eq. 6-7 and the authors' code
     dropout: float = setting(0.0, ge=0, lt=1)  # on the residual branches; the paper trains with "no dropout" (§4.1.3)
     # "none" per entity (B, N, dim_output); "mean" or "pma" (1 seed) -> (B, dim_output)
-    head: str = setting("none", choices=POOLINGS)
+    head: str = setting("none", choices=HEADS)
 
     def __post_init__(self):
         check_config(self)

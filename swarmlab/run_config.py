@@ -17,8 +17,8 @@ from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import OUTPUTS_DIR
 from swarmlab.records import check_run
-from swarmlab.runs import Run, task_section, train_dir
-from swarmlab.sections import EvaluateConfig, section, seed, source_of
+from swarmlab.runs import Run, train_dir
+from swarmlab.sections import EvaluateConfig, section, seed, source_of, task_section
 from swarmlab.settings import check_value, parse
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
@@ -62,7 +62,7 @@ def model_overrides(params: dict, task_name: str, model: str | None = None) -> d
     fields share one task section: ``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``. A key
     that names or matches no registered model is a one-line error.
     """
-    raw = dict(task_section(params, task_name).get("model_overrides") or {})
+    raw = dict(task_section(params, task_name).model_overrides)
     return for_model(*split_per_model(raw, f"tasks.{task_name}.model_overrides"), model)
 
 
@@ -75,7 +75,7 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     """
     where_task = f"tasks.{task_name}.train"
     try:
-        shared, per_model = split_per_model(dict(task_section(params, task_name)["train"]), where_task)
+        shared, per_model = split_per_model(dict(task_section(params, task_name).train), where_task)
     except SwarmlabError as exc:
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -104,7 +104,7 @@ def evaluate_settings(params: dict, task_name: str) -> dict:
     """The `evaluate` section with ``tasks.<task>.evaluate`` on top (e.g. a smaller batch at 4k tokens), checked as
     every setting is; its batch_size is also the validation batch of training."""
     base = dataclasses.asdict(section(params, "evaluate"))
-    per_task = task_section(params, task_name).get("evaluate") or {}
+    per_task = task_section(params, task_name).evaluate
     try:
         parse(EvaluateConfig, per_task, f"tasks.{task_name}.evaluate")
     except SwarmlabError as exc:

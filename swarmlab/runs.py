@@ -27,17 +27,12 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
-from swarmlab.sections import seed, task_section as checked
+from swarmlab.sections import seed, task_section
 from tasks import get_task, task_class
 
 
 def default_task(params: dict, cli_task: str | None = None) -> str:
     return cli_task or params["task"]
-
-
-def task_section(params: dict, key: str) -> dict:
-    """``tasks.<key>`` of the resolved params, checked; a task without a section is a one-line error."""
-    return dataclasses.asdict(checked(params, key))
 
 
 def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
@@ -51,9 +46,7 @@ def make_task(params: dict, key: str, *, options: dict | None = None, root: Path
     registered = (sections.get(key) or {}).get("task") or key
     task_class(registered)  # an unknown task name first, with the nearest registered names
     section = task_section(params, key)
-    task = get_task(
-        registered, {**(section.get("options") or {}), **(options or {})}, root=root, where=f"tasks.{key}.options"
-    )
+    task = get_task(registered, {**section.options, **(options or {})}, root=root, where=f"tasks.{key}.options")
     task.key = key
     return task
 
@@ -76,7 +69,7 @@ class Run:
 
 def task_seeds(params: dict, task_name: str) -> list[int]:
     """``tasks.<task>.seeds``, or the top-level ``seed`` alone when the section names none."""
-    return list(task_section(params, task_name).get("seeds") or [seed(params)])
+    return list(task_section(params, task_name).seeds or [seed(params)])
 
 
 def task_runs(params: dict, task_name: str, models: list[str] | None = None) -> list[Run]:
@@ -87,7 +80,7 @@ def task_runs(params: dict, task_name: str, models: list[str] | None = None) -> 
 
 def skip_reason(params: dict, task_name: str) -> str:
     """``tasks.<task>.skip``: why the active profile runs no model of the task ("" when it runs them)."""
-    return str(task_section(params, task_name).get("skip") or "")
+    return task_section(params, task_name).skip
 
 
 def write_skipped(
@@ -104,7 +97,7 @@ def write_skipped(
 
 
 def model_names(params: dict, task_name: str) -> list[str]:
-    names = list(task_section(params, task_name).get("models") or [])
+    names = list(task_section(params, task_name).models)
     if not names:
         raise SwarmlabError(f"tasks.{task_name}.models is empty: list at least one registered model")
     return names

@@ -29,7 +29,7 @@ import torch.nn as nn
 from models.layers.attention import MultiHeadAttention
 from models.layers.transformer import masked_mean
 
-POOLINGS = ("none", "mean", "pma")
+HEADS = ("none", "mean", "pma")
 
 
 class RowwiseFF(nn.Module):
@@ -194,8 +194,8 @@ class SetPoolingHead(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if pooling not in HEADS:
+            raise ValueError(f"pooling must be one of {HEADS}, got {pooling!r}")
         self.pooling = pooling
         self.pma = (
             PMA(dim, heads=heads, num_seeds=num_seeds, ff_depth=ff_depth, layer_norm=layer_norm, dropout=dropout)
@@ -242,4 +242,4 @@ def check_set_inputs(x: torch.Tensor, mask: torch.Tensor | None, dim_input: int,
     return mask.bool()
 
 
-__all__ = ["ISAB", "MAB", "PMA", "POOLINGS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs"]
+__all__ = ["ISAB", "MAB", "PMA", "HEADS", "RowwiseFF", "SAB", "SetPoolingHead", "check_set_inputs"]
