@@ -51,6 +51,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a test that registered a temporary entry)."""
+        self._entries.pop(name, None)
+
     def replace(self, name: str, entry: T) -> None:
         self.get(name)
         self._entries[name] = entry

@@ -50,71 +50,24 @@ def sweep_model(
     callbacks=(),
     num_samples: int | None = None,
 ) -> dict:
-    """Run (or continue) the Tune experiment of one model; returns its trials and its best trial."""
+    """Run (or continue) the Tune experiment of one model; returns its trials and its best trial.
+
+    In four steps: the model's MLflow parent run (``_parent_run``), what every trial is told (``_trial_context``),
+    the Tune experiment, new or restored (``_tuner``), and its trials ranked into the result (``_results``)."""
     import optuna  # optuna, ray: heavy, and only a sweep needs them
     from ray import tune
-    from ray.tune import CheckpointConfig, FailureConfig, RunConfig, TuneConfig, Tuner
-    from ray.tune.schedulers import ASHAScheduler
-    from ray.tune.search.optuna import OptunaSearch
 
-    from swarmlab.sweep.trial import TrialContext, TrialLog, objective, run_trial
-    from swarmlab.tracking import MlflowTracker, NullTracker
+    from swarmlab.sweep.trial import run_trial
 
     cfg = params["sweep"]
-    metric = objective(task.monitor)
-    label = f"{task.key}/{name}"
-    experiment = f"{task.key}-sweep"
-    uri = absolute_tracking_uri() if tracking else None
     entry = state["models"].setdefault(name, {})
     settings = {k: cfg[k] for k in SETTINGS} | ({"num_samples": num_samples} if num_samples else {})
-    if tracking:  # the driver creates the experiment (artifact location beside the store) before any trial
-        parent = MlflowTracker(
-            experiment,
-            f"sweep-{name}",
-            run_id=entry.get("parent_run_id"),
-            uri=uri,
-            tags={
-                "stage": "sweep",
-                "model": name,
-                "task": task.key,
-                "sweep_id": state["sweep_id"],
-                "profile": str(params["profile"]),
-                "git_commit": git_commit(),
-            },
-        )
-        if not entry.get("parent_run_id"):
-            parent.log_params(
-                {
-                    "sweep": settings,
-                    "space": space.describe(),
-                    "space_source": space.source,
-                    "task": {"name": task.name, "key": task.key, **dataclasses.asdict(task.options)},
-                }
-            )
-    else:
-        parent = NullTracker()
+    uri = absolute_tracking_uri() if tracking else None
+    parent = _parent_run(name, space, task, params, state, entry, settings, uri)
     entry["parent_run_id"] = parent.run_id
     atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
-    train = trial_train_config(params, task.key, name)
-    max_t = max_evaluations(train)
-    ctx = TrialContext(
-        task=task.name,
-        key=task.key,
-        options=dataclasses.asdict(task.options),
-        root=str(task.root),
-        model=name,
-        space=space,
-        train=train,
-        monitor=task.monitor,
-        mode=task.mode,
-        cpus_per_trial=cfg["cpus_per_trial"],
-        sweep_id=state["sweep_id"],
-        tracking_uri=uri,
-        experiment=experiment,
-        parent_run_id=parent.run_id,
-        tags={"profile": str(params["profile"]), "git_commit": git_commit()},
-    )
+    ctx = _trial_context(name, space, task, params, state, uri, parent.run_id)
     trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
     exp_dir = ray_dir / name
     os.environ.setdefault(
@@ -127,68 +80,150 @@ def sweep_model(
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        if resume and Tuner.can_restore(str(exp_dir)):
-            print(f"[{label}] resuming {exp_dir}", flush=True)
-            tuner = Tuner.restore(str(exp_dir), trainable=trainable, resume_errored=True)
-        else:
-            shutil.rmtree(exp_dir, ignore_errors=True)
-            sampler = optuna.samplers.TPESampler(seed=cfg["seed"], n_startup_trials=cfg["startup_trials"])
-            tuner = Tuner(
-                trainable,
-                param_space=space.tune_space(),
-                tune_config=TuneConfig(
-                    metric=metric,
-                    mode=task.mode,
-                    num_samples=settings["num_samples"],
-                    search_alg=OptunaSearch(sampler=sampler),
-                    scheduler=ASHAScheduler(
-                        time_attr="evaluation",
-                        max_t=max_t,
-                        grace_period=min(cfg["grace_period"], max_t),
-                        reduction_factor=cfg["reduction_factor"],
-                    ),
-                    max_concurrent_trials=cfg["max_concurrent"] or None,
-                    time_budget_s=cfg["sweep_timeout_s"] or None,
-                    reuse_actors=True,
-                    trial_name_creator=_trial_name,
-                    trial_dirname_creator=_trial_name,
-                ),
-                run_config=RunConfig(
-                    name=name,
-                    storage_path=str(ray_dir),
-                    verbose=0 if lines else 1,
-                    stop={"time_total_s": cfg["trial_timeout_s"]} if cfg["trial_timeout_s"] else None,
-                    failure_config=FailureConfig(max_failures=cfg["max_failures"]),
-                    checkpoint_config=CheckpointConfig(num_to_keep=1),
-                    callbacks=[
-                        TrialLog(
-                            label=label,
-                            space=space,
-                            monitor=task.monitor,
-                            max_evaluations=max_t,
-                            lines=lines,
-                            tracking_uri=uri,
-                            experiment=experiment,
-                            sweep_id=state["sweep_id"],
-                            max_failures=cfg["max_failures"],
-                            trial_timeout_s=cfg["trial_timeout_s"],
-                        ),
-                        *callbacks,
-                    ],
-                ),
-            )
-            print(f"[{label}] {settings['num_samples']} trials, space {space.describe()}", flush=True)
-            for note in space.notes:
-                print(f"[{label}] note: {note}", flush=True)
-            if space.dropped:
-                print(
-                    f"[{label}] note: {name} has no field(s) {', '.join(space.dropped)} of the generic space: not searched",
-                    flush=True,
-                )
+        tuner = _tuner(
+            name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, state, uri, resume, lines, callbacks
+        )
         grid = tuner.fit()
     except BaseException:
         parent.finish("FAILED")
         raise
+    return _results(name, space, task, grid, parent, exp_dir, uri, tracking)
+
+
+def _parent_run(name, space, task, params, state, entry, settings, uri):
+    """The model's MLflow parent run ``sweep-<model>`` (its settings and space logged once; continued on resume)."""
+    from swarmlab.tracking import MlflowTracker, NullTracker
+
+    if uri is None:
+        return NullTracker()
+    # the driver creates the experiment (artifact location beside the store) before any trial
+    parent = MlflowTracker(
+        f"{task.key}-sweep",
+        f"sweep-{name}",
+        run_id=entry.get("parent_run_id"),
+        uri=uri,
+        tags={
+            "stage": "sweep",
+            "model": name,
+            "task": task.key,
+            "sweep_id": state["sweep_id"],
+            "profile": str(params["profile"]),
+            "git_commit": git_commit(),
+        },
+    )
+    if not entry.get("parent_run_id"):
+        parent.log_params(
+            {
+                "sweep": settings,
+                "space": space.describe(),
+                "space_source": space.source,
+                "task": {"name": task.name, "key": task.key, **dataclasses.asdict(task.options)},
+            }
+        )
+    return parent
+
+
+def _trial_context(name, space, task, params, state, uri, parent_run_id):
+    """What every trial of the model is told: the task to build, the model, its space and training settings."""
+    from swarmlab.sweep.trial import TrialContext
+
+    return TrialContext(
+        task=task.name,
+        key=task.key,
+        options=dataclasses.asdict(task.options),
+        root=str(task.root),
+        model=name,
+        space=space,
+        train=trial_train_config(params, task.key, name),
+        monitor=task.monitor,
+        mode=task.mode,
+        cpus_per_trial=params["sweep"]["cpus_per_trial"],
+        sweep_id=state["sweep_id"],
+        tracking_uri=uri,
+        experiment=f"{task.key}-sweep",
+        parent_run_id=parent_run_id,
+        tags={"profile": str(params["profile"]), "git_commit": git_commit()},
+    )
+
+
+def _tuner(name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, state, uri, resume, lines, callbacks):
+    """The model's Tune experiment: restored under ``--resume`` (its searcher's state too), else a new one (Optuna
+    TPE seeded, ASHA on evaluations, one checkpoint kept per trial, failed trials restarted)."""
+    import optuna
+    from ray.tune import CheckpointConfig, FailureConfig, RunConfig, TuneConfig, Tuner
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from swarmlab.sweep.trial import TrialLog, objective
+
+    label = f"{task.key}/{name}"
+    if resume and Tuner.can_restore(str(exp_dir)):
+        print(f"[{label}] resuming {exp_dir}", flush=True)
+        return Tuner.restore(str(exp_dir), trainable=trainable, resume_errored=True)
+    shutil.rmtree(exp_dir, ignore_errors=True)
+    max_t = max_evaluations(ctx.train)
+    sampler = optuna.samplers.TPESampler(seed=cfg["seed"], n_startup_trials=cfg["startup_trials"])
+    tuner = Tuner(
+        trainable,
+        param_space=space.tune_space(),
+        tune_config=TuneConfig(
+            metric=objective(task.monitor),
+            mode=task.mode,
+            num_samples=settings["num_samples"],
+            search_alg=OptunaSearch(sampler=sampler),
+            scheduler=ASHAScheduler(
+                time_attr="evaluation",
+                max_t=max_t,
+                grace_period=min(cfg["grace_period"], max_t),
+                reduction_factor=cfg["reduction_factor"],
+            ),
+            max_concurrent_trials=cfg["max_concurrent"] or None,
+            time_budget_s=cfg["sweep_timeout_s"] or None,
+            reuse_actors=True,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
+        run_config=RunConfig(
+            name=name,
+            storage_path=str(ray_dir),
+            verbose=0 if lines else 1,
+            stop={"time_total_s": cfg["trial_timeout_s"]} if cfg["trial_timeout_s"] else None,
+            failure_config=FailureConfig(max_failures=cfg["max_failures"]),
+            checkpoint_config=CheckpointConfig(num_to_keep=1),
+            callbacks=[
+                TrialLog(
+                    label=label,
+                    space=space,
+                    monitor=task.monitor,
+                    max_evaluations=max_t,
+                    lines=lines,
+                    tracking_uri=uri,
+                    experiment=f"{task.key}-sweep",
+                    sweep_id=state["sweep_id"],
+                    max_failures=cfg["max_failures"],
+                    trial_timeout_s=cfg["trial_timeout_s"],
+                ),
+                *callbacks,
+            ],
+        ),
+    )
+    print(f"[{label}] {settings['num_samples']} trials, space {space.describe()}", flush=True)
+    for note in space.notes:
+        print(f"[{label}] note: {note}", flush=True)
+    if space.dropped:
+        print(
+            f"[{label}] note: {name} has no field(s) {', '.join(space.dropped)} of the generic space: not searched",
+            flush=True,
+        )
+    return tuner
+
+
+def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
+    """The finished experiment's trials, ranked; the best one logged to the parent run. An interrupted or wholly
+    failed experiment is a one-line error (the parent run says KILLED / FAILED)."""
+    from swarmlab.sweep.trial import objective
+
+    metric = objective(task.monitor)
     known = _experiment_trials(grid)
     if tracking:
         close_orphan_runs(uri, parent.run_id, {t.trial_id for t in known})
@@ -199,7 +234,6 @@ def sweep_model(
             f"the sweep of {name} was interrupted with {len(unfinished)} trial(s) unfinished: continue it "
             f"with `python -m pipelines.sweep --task {task.key} --resume`"
         )
-
     rows = []
     for result in grid:
         m = result.metrics or {}

@@ -179,7 +179,7 @@ def toy_model():
         return Toy(ToyConfig(**overrides))
 
     yield "toy_sweep_model"
-    _REGISTRY.pop("toy_sweep_model")
+    _REGISTRY.remove("toy_sweep_model")
 
 
 def test_a_model_without_its_own_space_gets_the_generic_one(toy_model):
