@@ -40,8 +40,8 @@ from swarmlab.stage_cli import params_from, stage_parser
 from tasks.base import Task
 
 PIECES = ("task", "sample", "grid")
-# the stages a piece runs, each as `python -m pipelines.<stage>` (a grid point runs data, train and evaluate too) (claims/dvc.yaml declares their code as deps;
-# tests/e2e/test_dvc_truth.py follows these imports too)
+# the stages a piece runs, each as `python -m pipelines.<stage>` (a grid point runs data, train and evaluate too):
+# their code is the piece's (swarmlab/dvcdeps.py writes it into claims/dvc.yaml)
 STAGE_MODULES = {
     "task": ("data", "train", "evaluate"),
     "sample": ("sample",),
