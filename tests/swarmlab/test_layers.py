@@ -31,6 +31,7 @@ ABOVE_TASKS = {
     "swarmlab.stage_cli",
     "swarmlab.guard",
     "swarmlab.ablation_runs",
+    "swarmlab.spec",  # resolves params into the runs' specs: tasks, models and the engine's settings
 }
 ABOVE_TASKS_PACKAGES = (
     "swarmlab.evaluation",
