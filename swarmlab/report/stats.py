@@ -119,15 +119,6 @@ def seeds_for_power(
 # ----------------------------------------------------------------------------------------------- statistics
 
 
-def _f1_parts(pred: np.ndarray, label: np.ndarray, positive: int = 1) -> tuple[float, float, float]:
-    tp = float(np.sum((pred == positive) & (label == positive)))
-    pp, ap = float(np.sum(pred == positive)), float(np.sum(label == positive))
-    precision = tp / pp if pp else 0.0
-    recall = tp / ap if ap else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
 PAIRED_METRICS = {"precision": 0, "recall": 1, "f1": 2}  # computed from (pred, label), not a mean over items
 
 

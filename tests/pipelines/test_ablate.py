@@ -60,7 +60,7 @@ def test_a_grid_sets_shared_values_on_every_point_without_naming_them():
     for point, enabled in zip(points, (True, False)):
         p = point_params(params, spec, point, "augment")
         imdb = p["tasks"]["imdb"]
-        assert p["augment"]["enabled"] is enabled and imdb["seeds"] == [0, 1, 2]
+        assert p["augment"]["enabled"] is enabled and imdb["seeds"] == spec["set"]["tasks.imdb.seeds"] == [0, 1, 2, 3]
         assert (imdb["train"]["max_steps"], imdb["train"]["max_epochs"], imdb["model_overrides"]["seq_len"]) == (
             2000,
             0,
