@@ -214,29 +214,29 @@ def paired_bootstrap(
 ) -> Difference:
     """``metric(a) - metric(b)`` on the same test items, resampled together (``scipy.stats.bootstrap``, paired);
     p = twice the smaller tail of the resampled differences beyond 0 (at least 1 / resamples)."""
+    return _bootstrap_difference(a, b, metric, paired=True, resamples=resamples, level=level, seed=seed)
+
+
+def _bootstrap_difference(a, b, metric: str, *, paired: bool, resamples: int, level: float, seed: int) -> Difference:
     xa, fn = statistic(a, metric)
     xb, _ = statistic(b, metric)
-    n = len(xa)
-    if len(xb) != n:
-        raise ValueError(f"the two runs scored {n} and {len(xb)} test items: a paired test needs the same items")
-    diff = float(fn(xa) - fn(xb))
+    na, nb = len(xa), len(xb)
+    if paired and na != nb:
+        raise ValueError(f"the two runs scored {na} and {nb} test items: a paired test needs the same items")
     lo, hi, draws = _resample(
         (xa, xb),
         lambda u, v, axis=-1: fn(u, axis=axis) - fn(v, axis=axis),
-        paired=True,
+        paired=paired,
         resamples=resamples,
         level=level,
         seed=seed,
     )
-    return Difference(
-        diff,
-        lo,
-        hi,
-        _tail_p(draws, resamples),
-        n,
-        f"paired bootstrap over {n} shared test items ({resamples} resamples)",
-        draws=draws,
+    test = (
+        f"paired bootstrap over {na} shared test items ({resamples} resamples)"
+        if paired
+        else f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)"
     )
+    return Difference(float(fn(xa) - fn(xb)), lo, hi, _tail_p(draws, resamples), min(na, nb), test, draws=draws)
 
 
 def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Difference:
@@ -266,23 +266,4 @@ def unpaired_bootstrap(
     """``metric(a) - metric(b)`` with the two runs' items resampled independently (``scipy.stats.bootstrap``, not
     paired): for runs whose items cannot be paired (rebuilt from counts). Wider than the paired test: it cannot cancel
     per-item difficulty."""
-    xa, fn = statistic(a, metric)
-    xb, _ = statistic(b, metric)
-    na, nb = len(xa), len(xb)
-    lo, hi, draws = _resample(
-        (xa, xb),
-        lambda u, v, axis=-1: fn(u, axis=axis) - fn(v, axis=axis),
-        paired=False,
-        resamples=resamples,
-        level=level,
-        seed=seed,
-    )
-    return Difference(
-        float(fn(xa) - fn(xb)),
-        lo,
-        hi,
-        _tail_p(draws, resamples),
-        min(na, nb),
-        f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)",
-        draws=draws,
-    )
+    return _bootstrap_difference(a, b, metric, paired=False, resamples=resamples, level=level, seed=seed)

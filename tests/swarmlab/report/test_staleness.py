@@ -167,7 +167,7 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
         {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5},
     )
 
-    def row():
+    def row(pieces=None):
         return Ledger(
             reports,
             profile="claims",
@@ -175,6 +175,7 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
             rerun=CLAIMS_TASK,
             known=in_history(tmp_path),
             code_changes=code_changes(tmp_path),
+            pieces=pieces,
         ).decide(c)
 
     assert row().stale == "" and row().stale_known
@@ -201,15 +202,7 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
     (tmp_path / "claims" / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))
 
     def piece_row():
-        return Ledger(
-            reports,
-            profile="claims",
-            source="reports/claims",
-            rerun=CLAIMS_TASK,
-            known=in_history(tmp_path),
-            code_changes=code_changes(tmp_path),
-            pieces=(locked_stages(tmp_path, "claims/dvc.lock"), stale_stages(tmp_path, "claims/dvc.lock")),
-        ).decide(c)
+        return row((locked_stages(tmp_path, "claims/dvc.lock"), stale_stages(tmp_path, "claims/dvc.lock")))
 
     assert piece_row().stale == ""  # the lock's models are the tree's: current, whatever git says
     (tmp_path / "models" / "net.py").write_text("WIDTH = 32\n")
