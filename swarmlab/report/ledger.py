@@ -116,7 +116,7 @@ class Ledger:
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
-        # its task settings sit in params.yaml (the claims profile's pieces: scripts/claims.sh, profiles.claims.tasks)
+        # its task settings sit in params.yaml (the claims profile's pieces: claims/dvc.yaml, profiles.claims.tasks)
         self.rerun_template, self.rerun_grid, self.params_prefix = rerun, rerun_grid, params_prefix
         self.root = Path(root) if root is not None else self.reports  # figure paths are relative to the report's folder
         self.source = source  # how the report names this ledger's folder ("" = the pipeline's reports/)

@@ -11,7 +11,7 @@ with *different* training settings (another learning rate, budget...) is a secon
 between variants: refused, unless the caller names it (``--retest``); the read is then recorded as a re-read and the
 report counts it.
 
-**The log.** That record lives in the stage's folder, which each evaluate run replaces, ``scripts/claims.sh`` copies
+**The log.** That record lives in the stage's folder, which each evaluate run replaces, a claims piece copies
 over and an ablation point leaves in its side workspace; and a changed model config is a new identity there. So every
 read also goes to one append-only file for the whole repository, ``reports/test_reads.jsonl`` (``log_path()``:
 ``$SWARMLAB_TEST_READ_LOG``, else that file under the repo root, never under ``$SWARMLAB_WORKDIR``, so that claims
