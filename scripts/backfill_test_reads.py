@@ -50,7 +50,7 @@ READS_PATH = re.compile(r"^reports/(?:.+/)?test_reads\.json$")
 METRICS_PATH = re.compile(r"^reports/(?:.+/)?evaluate/[^/]+/metrics\.json$")
 GRID_PATH = re.compile(r"^reports/(?:.+/)?ablations/(?P<grid>[^/]+)/results\.json$")
 NULL_BLOB = "0" * 40
-KEPT = {"outputs/claims/reports/": "reports/claims/"}  # scripts/claims.sh keeps its work folder's reports there
+KEPT = {"outputs/claims/reports/": "reports/claims/"}  # where a claims piece keeps them
 
 
 def git(repo: Path, *args: str) -> str:
