@@ -67,7 +67,6 @@ def main(argv=None) -> int:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            sys.stdout = stdout
             print(f"error: {args.script} exited {exc.code}: nothing written", file=sys.stderr)
             return exc.code if isinstance(exc.code, int) else 1
     finally:

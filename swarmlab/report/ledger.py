@@ -158,7 +158,7 @@ class Ledger:
             if self.pieces is not None and piece in self.pieces[0]:
                 row.stale = self._stale_of(piece, self.pieces[1])
             else:
-                row.stale = self._code_stale(claim, row.runs, piece)
+                row.stale = self._code_stale(row.runs, piece)
         elif self.source and row.runs:  # outside dvc.lock, and nothing to compare the code with
             row.stale_known = False
         return row
@@ -215,11 +215,10 @@ class Ledger:
         task = d.get("task") or runs[0].task
         return f"sample@{task}" if claim.kind == "figure" else f"task@{task}"
 
-    def _code_stale(self, claim: Claim, runs: list[RunResult], piece: str = "") -> str:
-        """The staleness line of a result its DVC stage did not make (kept by scripts/claims.sh before the pieces
-        were stages, so claims/dvc.lock has no entry): the code its train and evaluate stages depend on that
+    def _code_stale(self, runs: list[RunResult], piece: str) -> str:
+        """The staleness line of a result its DVC stage ``piece`` did not make (kept by scripts/claims.sh before the
+        pieces were stages, so claims/dvc.lock has no entry): the code its train and evaluate stages depend on that
         changed since the commit each run was evaluated at, and the command that reruns it; "" when none changed."""
-        d = claim.decided_by
         changed: dict[str, list[str]] = {}
         for r in runs:
             if r.provenance.commit:
@@ -227,15 +226,11 @@ class Ledger:
                     changed.setdefault(path, []).append(r.provenance.commit[:7])
         if not changed:
             return ""
-        if piece:
-            rerun = reruns.CLAIMS_PIECE.format(piece=piece)
-        elif d.get("grid"):
-            rerun = self.rerun_grid.format(grid=d["grid"])
-        else:
-            rerun = self.rerun_template.format(stage="evaluate", task=d.get("task") or runs[0].task)
         since = ", ".join(sorted({c for v in changed.values() for c in v}))
-        made = f"no claims/dvc.lock entry for `{piece}` (made before it was a DVC stage); " if piece else ""
-        return f"{made}code changed since {since} ({', '.join(sorted(changed))}): rerun `{rerun}`"
+        return (
+            f"no claims/dvc.lock entry for `{piece}` (made before it was a DVC stage); code changed since {since} "
+            f"({', '.join(sorted(changed))}): rerun `{reruns.CLAIMS_PIECE.format(piece=piece)}`"
+        )
 
     def _refused(self, runs: list[RunResult]) -> str:
         """Why the runs' numbers cannot decide a claim (no commit, or a commit not in the history), or "". A commit

@@ -278,11 +278,8 @@ def stale_stages(
 
 def locked_stages(root: Path, lock_file: str = "dvc.lock") -> set[str] | None:
     """The stages ``lock_file`` records (a stage DVC ran at least once), or None when there is no such file."""
-    try:
-        lock = _yaml((Path(root) / lock_file).read_text(encoding="utf-8")) or {}
-    except OSError:
-        return None
-    return set(lock.get("stages") or {})
+    path = Path(root) / lock_file
+    return set(_load(path).get("stages") or {}) if path.is_file() else None
 
 
 def _load(path: Path):

@@ -51,8 +51,7 @@ class _Tested:
                 return 0.0 if abs(float(x_.mean()) - x) > 1e-12 * max(1.0, abs(x)) else 1.0
             return float(sps.ttest_1samp(x_, popmean=x).pvalue)
         if self.draws is not None:
-            d = self.draws
-            return float(min(1.0, max(2 * min(np.mean(d <= x), np.mean(d >= x)), 1 / len(d))))
+            return _tail_p(self.draws, x)
         return None
 
 
@@ -170,9 +169,10 @@ def _resample(data: tuple, fn, *, paired: bool, resamples: int, level: float, se
     return float(res.confidence_interval.low), float(res.confidence_interval.high), res.bootstrap_distribution
 
 
-def _tail_p(draws: np.ndarray, resamples: int) -> float:
-    """Twice the smaller tail of the resampled differences beyond 0, at least 1 / resamples."""
-    return float(min(1.0, max(2 * min(np.mean(draws <= 0), np.mean(draws >= 0)), 1 / resamples)))
+def _tail_p(draws: np.ndarray, x: float = 0.0) -> float:
+    """The bootstrap's two-sided p of "the true value is ``x``": twice the smaller tail of the resampled statistics
+    beyond ``x``, at least 1 / resamples."""
+    return float(min(1.0, max(2 * min(np.mean(draws <= x), np.mean(draws >= x)), 1 / len(draws))))
 
 
 def bootstrap(
@@ -236,7 +236,7 @@ def _bootstrap_difference(a, b, metric: str, *, paired: bool, resamples: int, le
         if paired
         else f"unpaired bootstrap of {na} and {nb} test items ({resamples} resamples; items not pairable)"
     )
-    return Difference(float(fn(xa) - fn(xb)), lo, hi, _tail_p(draws, resamples), min(na, nb), test, draws=draws)
+    return Difference(float(fn(xa) - fn(xb)), lo, hi, _tail_p(draws), min(na, nb), test, draws=draws)
 
 
 def paired_seeds(a: list[float], b: list[float], *, level: float = LEVEL) -> Difference:
