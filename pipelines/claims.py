@@ -33,7 +33,7 @@ from pathlib import Path
 
 from swarmlab.ablations import grid_spec
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.io import swap_into_place
+from swarmlab.io import atomic_dir
 from swarmlab.paths import REPO_ROOT
 from swarmlab.runs import make_task
 from swarmlab.stage_cli import params_from, stage_parser
@@ -71,23 +71,14 @@ def plan(params: dict, piece: str, name: str, work: Path = WORK) -> tuple[str, l
     return key, list(dict.fromkeys(build))
 
 
-def keep(work: Path, keep_root: Path, what: str, required: bool = True) -> None:
-    """Copy the work folder's ``reports/<what>`` into ``keep_root/<what>``, swapped in whole (a kill leaves the
-    previous copy or the new one, never half of each)."""
+def keep(work: Path, keep_root: Path, what: str) -> None:
+    """Copy the work folder's ``reports/<what>`` into ``keep_root/<what>``, swapped in whole (``atomic_dir``: a kill
+    leaves the previous copy or the new one, never half of each)."""
     src, dst = work / "reports" / what, keep_root / what
     if not src.exists():
-        if required:
-            raise SwarmlabError(f"{src} is missing after its stage ran: nothing to keep in {dst}")
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.parent / f".{dst.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        shutil.copytree(src, tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    swap_into_place(tmp, dst)
+        raise SwarmlabError(f"{src} is missing after its stage ran: nothing to keep in {dst}")
+    with atomic_dir(dst) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
 
 
 def run_piece(
