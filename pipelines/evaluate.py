@@ -40,9 +40,10 @@ from swarmlab.report.testsplit import (
     where,
     write_reads,
 )
-from swarmlab.run_config import build_model, evaluate_settings, model_overrides, train_config
-from swarmlab.runs import default_task, make_task, report_dir, skip_reason, task_runs, train_dir, write_skipped
+from swarmlab.run_config import build_model
+from swarmlab.runs import report_dir, train_dir, write_skipped
 from swarmlab.schedule.scheduler import Job, Scheduler
+from swarmlab.spec import resolve
 from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 
@@ -59,29 +60,33 @@ def evaluate(
     parallel: int | None = None,
     address: str | None = None,
 ) -> dict:
-    task_name = default_task(params, task_name)
-    task = make_task(params, task_name, options=options)
-    if skip_reason(params, task_name):
+    spec = resolve(
+        params, "evaluate", task_name, options=options, tracking=tracking, parallel=parallel, address=address
+    )
+    task = spec.task.build()
+    task_name = task.key
+    if spec.skip:
         earlier = load_reads(report_dir("evaluate", task_name, report_root))  # the test-read record outlives a skip
         with atomic_dir(report_dir("evaluate", task_name, report_root)) as tmp:
             (tmp / "plots").mkdir()
             (tmp / "items").mkdir()
             write_reads(tmp, earlier)
-        return write_skipped("evaluate", task_name, skip_reason(params, task_name), report_root=report_root)
-    runs = task_runs(params, task_name)
-    for run in runs:  # every setting and checkpoint before the first test batch is read
-        build_model(run.model, task, model_overrides(params, task_name, run.model))
+        return write_skipped("evaluate", task_name, spec.skip, report_root=report_root)
+    runs = list(spec.runs)
+    for run in {r.model: r for r in runs}.values():  # every model's config, once, before any test batch
+        build_model(run.model, task, dict(run.overrides))
+    for run in runs:  # and every checkpoint
         ckpt = train_dir(task.key, run.name, train_root) / BEST
         if not ckpt.is_file():
             raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
-    resolve_device(train_config(params, task_name).device)
-    evaluate_settings(params, task_name)
-    scheduler = Scheduler("evaluate", params, task, runs, parallel=parallel, address=address)
+    for device in dict.fromkeys(run.train.device for run in runs):
+        resolve_device(device)
+    scheduler = Scheduler(spec, task)
     if tracking:
         check_tracking_uri()
     folder = Path(report_dir("evaluate", task_name, report_root)).resolve()
     options = dataclasses.asdict(task.options)
-    overrides = {r.model: model_overrides(params, task_name, r.model) for r in runs}
+    overrides = {r.model: dict(r.overrides) for r in runs}
     entries = [
         read_entry(
             task=task_name,
@@ -90,9 +95,9 @@ def evaluate(
             model=r.model,
             overrides=overrides[r.model],
             seed=r.seed,
-            train=dataclasses.asdict(train_config(params, task_name, r.model, seed=r.seed)),
+            train=dataclasses.asdict(r.train),
             run=r.name,
-            profile=params["profile"],
+            profile=r.profile,
             commit=git_commit(),
         )
         for r in runs

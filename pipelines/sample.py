@@ -22,9 +22,10 @@ import torch
 
 from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.runs import default_task, make_task, report_dir, task_runs
-from swarmlab.run_config import load_best, train_settings
-from swarmlab.sections import section
+from swarmlab.runs import report_dir
+from swarmlab.run_config import load_best
+from swarmlab.sections import section, seed
+from swarmlab.spec import resolve
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
@@ -41,20 +42,20 @@ def sample(
     train_root: Path = TRAIN_ROOT,
     report_root: Path = REPORTS_DIR,
 ) -> dict:
-    task = make_task(params, default_task(params, task_key), options=options)
+    spec = resolve(params, "sample", task_key, options=options, tracking=False, schedule=False)
+    task = spec.task.build()
     if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
         raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
     settings = dataclasses.asdict(section(params, "sample"))  # every value checked before a checkpoint is read
-    device = resolve_device(train_settings(params, task.key)["device"])  # train.device, or the task's own
+    devices = {run.name: resolve_device(run.train.device) for run in spec.runs}  # where each run trained
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead
         torch.set_num_threads(settings["num_threads"])
-    models = {
-        run.name: load_best(params, task, run, train_root) for run in task_runs(params, task.key)
-    }  # every checkpoint first
+    models = {run.name: load_best(task, run, train_root) for run in spec.runs}  # every checkpoint first
     summaries = {}
     with atomic_dir(report_dir("sample", task.key, report_root)) as tmp:
         for name, model in models.items():
+            device = devices[name]
             model.to(device).eval()
             (tmp / name).mkdir()
             t0 = time.perf_counter()
@@ -63,7 +64,7 @@ def sample(
                 tmp / name,
                 num_samples=settings["num_samples"],
                 temperature=settings["temperature"],
-                seed=params["seed"],
+                seed=seed(params),
                 device=device,
                 name=name,
             )

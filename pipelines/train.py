@@ -22,9 +22,9 @@ from pathlib import Path
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.guard import dry_run
-from swarmlab.run_config import build_model, model_overrides, train_config
-from swarmlab.runs import default_task, make_task, model_names, report_dir, skip_reason, task_runs, write_skipped
+from swarmlab.runs import report_dir, write_skipped
 from swarmlab.schedule.scheduler import Scheduler
+from swarmlab.spec import resolve
 from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 from swarmlab.training.run import REPORT_ROOT, TRAIN_ROOT
@@ -53,37 +53,40 @@ def train(
     over; ``resume`` continues every run (a finished one given more epochs or steps, too) and refuses changed settings.
     ``parallel`` and ``address`` override the ``schedule`` section.
 
-    Everything is checked before any data is read or any output touched: the task, its models and their
-    configs, the engine's settings, the device, the schedule and the tracking store.
+    Everything is checked before any data is read or any output touched: the task, its models and the engine's
+    settings (resolved once, here: swarmlab.spec), the device, the schedule and the tracking store; then the dry run
+    builds each model once against the data and runs one tiny batch of it.
     """
-    task_name = default_task(params, task_name)
-    task = make_task(params, task_name, options=options)
-    if skip_reason(params, task_name):
-        return write_skipped(
-            "train",
-            task_name,
-            skip_reason(params, task_name),
-            report_root=report_root,
-            folders=(Path(out_root) / task_name, report_dir("train", task_name, report_root) / "history"),
-        )
-    names = models or model_names(params, task_name)
-    cfg = train_config(params, task_name)  # refuse bad engine settings before any data is read or any model trained
-    resolve_device(cfg.device)
-    model_cfgs = {}
-    for name in names:  # and unknown models, refused configs or per-model settings before the first one trains
-        model_cfgs[name] = build_model(name, task, model_overrides(params, task_name, name)).cfg
-        train_config(params, task_name, name)
     if resume and restart:
         raise SwarmlabError("--resume and --restart contradict each other: pick one")
-    runs = task_runs(params, task_name, names)
-    scheduler = Scheduler("train", params, task, runs, parallel=parallel, address=address)
+    spec = resolve(
+        params,
+        "train",
+        task_name,
+        models=models,
+        options=options,
+        tracking=tracking,
+        parallel=parallel,
+        address=address,
+    )
+    task = spec.task.build()
+    if spec.skip:
+        return write_skipped(
+            "train",
+            task.key,
+            spec.skip,
+            report_root=report_root,
+            folders=(Path(out_root) / task.key, report_dir("train", task.key, report_root) / "history"),
+        )
+    for device in dict.fromkeys(run.train.device for run in spec.runs):
+        resolve_device(device)
+    scheduler = Scheduler(spec, task)
     if tracking:
         check_tracking_uri()
-    baselines = dry_run(task, params, names)  # every model, one tiny batch each, before the first run starts
+    model_cfgs, baselines = dry_run(task, spec.runs)  # every model, one tiny batch each, before the first run starts
     return train_task(
-        params,
         task,
-        runs,
+        list(spec.runs),
         scheduler,
         model_cfgs=model_cfgs,
         baselines=baselines,

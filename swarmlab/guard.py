@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from swarmlab.run_config import build_model, model_overrides, train_config
+from swarmlab.run_config import build_model
 from swarmlab.seeds import set_seeds
 from swarmlab.engine import (
     PlanError,
@@ -62,18 +62,23 @@ def _tiny_batch(data, cfg, train: bool) -> dict:
     return data.get_batch(first[:DRY_ROWS])
 
 
-def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
-    """Build every model of ``names`` and run one tiny forward + backward (training data) and one tiny validation
-    batch through the task's loss and metrics, on the chosen device; returns {model: loss at initialisation}.
+def dry_run(task, runs) -> tuple[dict, dict[str, float]]:
+    """Build every model of ``runs`` (resolved specs, swarmlab.spec; a model's first run stands for all its seeds)
+    and run one tiny forward + backward (training data) and one tiny validation batch through the task's loss and
+    metrics, on the chosen device; returns ({model: its config, what the data fixed included}, {model: loss at
+    initialisation}). This is the one build of each model in the stage's own process.
 
     Every refusal is one line naming the model and the section to change; nothing is written."""
-    baselines = {}
+    model_cfgs, baselines = {}, {}
     where = f"tasks.{task.key}"
-    for name in names:
-        cfg = train_config(params, task.key, name)
+    for run in runs:
+        name = run.model
+        if name in model_cfgs:
+            continue
+        cfg = run.train
         device = resolve_device(cfg.device)
         set_seeds(cfg.seed)
-        model = build_model(name, task, model_overrides(params, task.key, name))
+        model = build_model(name, task, dict(run.overrides))
         train_ds = task.train_data(model.cfg)
         val_ds = task.eval_data("val", model.cfg)
         check_batch_fits(cfg.batch_size, train_ds, task.item_name, task.key)
@@ -106,8 +111,9 @@ def dry_run(task, params: dict, names: list[str]) -> dict[str, float]:
                 f"fix {where}.model_overrides or {where}.train for it"
             ) from None
         baselines[name] = float(loss.detach())
+        model_cfgs[name] = model.cfg
         del model
-    return baselines
+    return model_cfgs, baselines
 
 
 def check_outcome(result, task, cfg, run_name: str, baseline: float | None = None) -> None:

@@ -17,7 +17,7 @@ from swarmlab.engine import BEST, TrainConfig, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import OUTPUTS_DIR
 from swarmlab.records import check_run
-from swarmlab.runs import Run, train_dir
+from swarmlab.runs import train_dir
 from swarmlab.sections import EvaluateConfig, section, seed, source_of, task_section
 from swarmlab.settings import check_value, parse
 
@@ -122,20 +122,25 @@ def train_config(params: dict, task_name: str, model: str | None = None, **overr
         raise SwarmlabError(f"{exc} (train / tasks.{task_name}.train)") from None
 
 
-def build_model(name: str, task, overrides: dict | None = None, *, where: str = ""):
-    """``models.create_model(name)`` with what the task's data fixes (vocabulary, classes, dimensions) and
-    ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
-    where = where or f"tasks.{task.key}"
+def check_model_kind(name: str, kind: str, task_name: str, where: str) -> None:
+    """An unknown model, or one taking other inputs than the task's ``kind``, is a one-line error naming ``where``."""
     try:
         entry = models.model_entry(name)
     except KeyError as exc:
         raise SwarmlabError(f"{exc.args[0]} ({where}.models)") from None
-    if entry.kind != task.model_kind:
-        fitting = ", ".join(models.list_models(kind=task.model_kind)) or "none"
+    if entry.kind != kind:
+        fitting = ", ".join(models.list_models(kind=kind)) or "none"
         raise SwarmlabError(
-            f"model {name!r} takes {entry.kind!r} inputs but task {task.name!r} needs "
-            f"{task.model_kind!r} models: {fitting} ({where}.models)"
+            f"model {name!r} takes {entry.kind!r} inputs but task {task_name!r} needs "
+            f"{kind!r} models: {fitting} ({where}.models)"
         )
+
+
+def build_model(name: str, task, overrides: dict | None = None, *, where: str = ""):
+    """``models.create_model(name)`` with what the task's data fixes (vocabulary, classes, dimensions) and
+    ``overrides``; an unknown model, one of another kind, or a refused config is a one-line error."""
+    where = where or f"tasks.{task.key}"
+    check_model_kind(name, task.model_kind, task.name, where)
     from_data = task.model_kwargs()
     clash = sorted(k for k in (overrides or {}) if k in from_data and overrides[k] != from_data[k])
     if clash:  # a 3-class head on 2-class data, say, would train without complaint
@@ -150,13 +155,14 @@ def build_model(name: str, task, overrides: dict | None = None, *, where: str = 
         raise SwarmlabError(f"model {name!r}: {exc} ({where}.model_overrides)") from None
 
 
-def load_best(params: dict, task, run: Run, train_root: Path = OUTPUTS_DIR / "train"):
-    """The model of ``run`` with the weights of its best checkpoint (``<train_root>/<task>/<run>/best.pt``), on the
-    CPU; a missing checkpoint is a one-line error saying which stage to run."""
+def load_best(task, run, train_root: Path = OUTPUTS_DIR / "train"):
+    """The model of ``run`` (a ``swarmlab.spec.RunSpec``) with the weights of its best checkpoint
+    (``<train_root>/<task>/<run>/best.pt``), on the CPU; a missing checkpoint is a one-line error saying which stage
+    to run."""
     ckpt = train_dir(task.key, run.name, train_root) / BEST
     if not ckpt.is_file():
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
-    model = build_model(run.model, task, model_overrides(params, task.key, run.model))
+    model = build_model(run.model, task, dict(run.overrides))
     load_weights(model, load_checkpoint(ckpt), ckpt)
     check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
     return model

@@ -35,20 +35,40 @@ def default_task(params: dict, cli_task: str | None = None) -> str:
     return cli_task or params["task"]
 
 
-def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
-    """The task of section ``tasks.<key>`` with its options (``options`` replace keys of them).
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """A task as a stage resolved it: plain data, so a Ray worker builds the same task its driver checked.
 
-    A section runs the registered task of its own name, or the one its ``task:`` names, so that one task can
-    run on several datasets (``mnist`` and ``fashion_mnist`` both run ``image_generation``). ``task.key`` is the
-    section's name: it names the stage (train@<key>), the folders and the MLflow experiment.
+    ``key``: the params section (it names the stage, train@<key>, the folders and the MLflow experiment); ``name``:
+    the registered task it runs (a section's own name, or the one its ``task:`` names, so that one task runs on
+    several datasets: ``mnist`` and ``fashion_mnist`` both run ``image_generation``); ``options``: the section's,
+    with the command line's on top; ``root``: the work folder relative data paths resolve against.
     """
+
+    key: str
+    name: str
+    options: dict
+    root: str
+
+    def build(self):
+        return get_task(
+            self.name, dict(self.options), root=Path(self.root), where=f"tasks.{self.key}.options", key=self.key
+        )
+
+
+def task_spec(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT) -> TaskSpec:
+    """The section ``tasks.<key>`` resolved: an unknown task first, with the nearest registered names, then the
+    section's own checks; ``options`` replace keys of the section's."""
     sections = params.get("tasks") or {}
     registered = (sections.get(key) or {}).get("task") or key
-    task_class(registered)  # an unknown task name first, with the nearest registered names
+    task_class(registered)
     section = task_section(params, key)
-    task = get_task(registered, {**section.options, **(options or {})}, root=root, where=f"tasks.{key}.options")
-    task.key = key
-    return task
+    return TaskSpec(key, registered, {**section.options, **(options or {})}, str(root))
+
+
+def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
+    """The task of section ``tasks.<key>`` with its options (``options`` replace keys of them), built."""
+    return task_spec(params, key, options=options, root=root).build()
 
 
 @dataclasses.dataclass(frozen=True)

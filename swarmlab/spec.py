@@ -1,20 +1,21 @@
-"""Resolve once (issue 36): at the stage boundary, params, a task key and the command line become frozen, typed specs,
-and nothing below the stage reads ``params`` again.
+"""Resolve once: at the stage boundary, params, a task key and the command line become frozen, typed specs, and
+nothing below the stage reads ``params`` again.
 
-* ``TaskSpec``: the section's key, the registered task it runs, its options (the section's, with the command line's
-  on top) and the work folder. ``build()`` makes the task, its key set at construction.
+* ``TaskSpec`` (swarmlab.runs): the section's key, the registered task it runs, its options (the section's, with the
+  command line's on top) and the work folder. ``build()`` makes the task, its key set at construction.
 * ``RunSpec``: one model under one seed: the model's config overrides (``tasks.<key>.model_overrides`` for it),
   its engine settings (``TrainConfig``, seed included), the ``evaluate`` settings, the profile and where the run
-  comes from (DVC's experiment, the overrides: ``tracking.run_context``). Its ``name`` is ``<model>-seed<k>``.
-* ``StageSpec``: the stage, the task, its runs in order, why the profile skips the task (or ""), and the resolved
-  params themselves, kept only to be logged whole as the run's configuration.
+  comes from (DVC's experiment, the overrides: ``tracking.run_context``). Its ``name`` is ``<model>-seed<k>``. The
+  scheduler, training, evaluation, the dry run and ``load_best`` take it; it is logged whole to the run's MLflow run
+  (``run_spec.yaml``) as the run's configuration.
+* ``StageSpec``: the stage, the task, its runs in order, why the profile skips the task (or ""), the ``schedule``
+  settings (with ``--parallel`` / ``--address`` on top) and the run context.
 
 ``resolve`` reads ``params`` through the checked sections (``swarmlab.sections``, ``swarmlab.run_config``) and
-refuses anything wrong before a stage touches data or outputs, as the stages did before: an unknown task or model,
-a model of another kind, a setting out of bounds. A spec is plain data (``to_dict`` / ``from_dict``): a Ray worker
-gets the same run its driver resolved.
-
-Not wired in yet: the stages still pass ``params`` down (the next step of issue 36 replaces those calls).
+refuses anything wrong before a stage touches data or outputs: an unknown task or model, a model of another kind, a
+setting out of bounds. What the data fixes (a model's vocabulary, its ``seq_len``) is not here: the dry run builds each
+model once against the task's data (swarmlab/guard.py) and hands its config on. A spec is plain data
+(``to_dict`` / ``from_dict``): a Ray worker gets the same run its driver resolved.
 """
 
 from __future__ import annotations
@@ -25,24 +26,11 @@ from typing import Any, Mapping
 
 from swarmlab.engine import TrainConfig
 from swarmlab.paths import WORK_ROOT
-from swarmlab.run_config import evaluate_settings, model_overrides, train_config
-from swarmlab.runs import Run, default_task, model_names, skip_reason, task_seeds
-from swarmlab.sections import task_section
+from swarmlab.run_config import check_model_kind, evaluate_settings, model_overrides, train_config
+from swarmlab.runs import Run, TaskSpec, default_task, model_names, skip_reason, task_seeds, task_spec
+from swarmlab.schedule.scheduler import ScheduleConfig, schedule_settings
 from swarmlab.tracking import run_context
-from tasks import get_task, task_class
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSpec:
-    key: str  # the params section: names the stage (train@<key>), the folders and the MLflow experiment
-    name: str  # the registered task it runs
-    options: Mapping[str, Any]
-    root: str  # the work folder its relative paths resolve against
-
-    def build(self):
-        task = get_task(self.name, dict(self.options), root=Path(self.root), where=f"tasks.{self.key}.options")
-        task.key = self.key
-        return task
+from tasks import task_class
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +84,8 @@ class StageSpec:
     task: TaskSpec
     runs: tuple[RunSpec, ...]
     skip: str  # why the profile runs no model of the task ("" when it runs them)
-    params: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)  # logged whole, never read below
+    schedule: ScheduleConfig | None  # None for a stage that schedules nothing
+    context: Mapping[str, str]
 
 
 def resolve(
@@ -108,15 +97,20 @@ def resolve(
     options: dict | None = None,
     root: Path = WORK_ROOT,
     tracking: bool = True,
+    schedule: bool = True,
+    parallel: int | None = None,
+    address: str | None = None,
 ) -> StageSpec:
-    """The stage's spec: every run of ``task_key`` (``models``: a subset), each setting checked once, here."""
+    """The stage's spec: every run of ``task_key`` (``models``: a subset), each setting checked once, here.
+    ``schedule``: resolve the ``schedule`` section too (with ``parallel`` and ``address`` on top)."""
     key = default_task(params, task_key)
-    section = task_section(params, key)  # an unknown key or a bad section: one line
-    name = section.task or key
-    task_class(name)  # an unknown registered task: one line, with the nearest names
-    task = TaskSpec(key, name, {**section.options, **(options or {})}, str(root))
+    task = task_spec(params, key, options=options, root=root)  # an unknown task or a bad section: one line
     skip = skip_reason(params, key)
     context = run_context(params) if tracking else {}
+    names = models or ([] if skip else model_names(params, key))
+    kind = task_class(task.name).model_kind
+    for model in names:  # an unknown model or one of another kind, before any setting of it is read
+        check_model_kind(model, kind, task.name, f"tasks.{key}")
     evaluate = evaluate_settings(params, key)
     runs = tuple(
         RunSpec(
@@ -129,7 +123,8 @@ def resolve(
             profile=str(params.get("profile")),
             context=context,
         )
-        for model in (models or ([] if skip else model_names(params, key)))
+        for model in names
         for seed in task_seeds(params, key)
     )
-    return StageSpec(stage, task, runs, skip, params)
+    settings = schedule_settings(params, parallel=parallel, address=address) if schedule else None
+    return StageSpec(stage, task, runs, skip, settings, context)

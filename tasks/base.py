@@ -166,12 +166,20 @@ class Task(abc.ABC):
     split_files: ClassVar[str] = ""
     data_splits: ClassVar[tuple[str, ...]] = ("train", "val", "test")
 
-    def __init__(self, options: dict | Any | None = None, *, root: str | Path | None = None, where: str | None = None):
-        """``options`` are checked against ``Options`` (errors name ``where``, default ``tasks.<name>.options``);
-        relative data paths in them resolve against ``root``."""
-        self.options = parse_options(self.Options, options, where or f"tasks.{self.name}.options")
+    def __init__(
+        self,
+        options: dict | Any | None = None,
+        *,
+        root: str | Path | None = None,
+        where: str | None = None,
+        key: str | None = None,
+    ):
+        """``options`` are checked against ``Options`` (errors name ``where``, default ``tasks.<key>.options``);
+        relative data paths in them resolve against ``root``. ``key``: the params section this instance runs as
+        (it names the stage, train@<key>, the folders and the MLflow experiment); the task's own name by default."""
+        self.key = key or self.name
+        self.options = parse_options(self.Options, options, where or f"tasks.{self.key}.options")
         self.root = Path(root) if root is not None else Path.cwd()
-        self.key = self.name  # the params section this instance runs as (swarmlab.runs.make_task sets it)
 
     def path(self, value: str | Path) -> Path:
         """A path option resolved against the task's root (the work folder of the stages)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,35 +14,37 @@ from swarmlab.engine import compiled, on_device, resolve_amp, resolve_device
 from swarmlab.evaluation.measure import measure, peak_memory_mb
 from swarmlab.paths import OUTPUTS_DIR, git_commit
 from swarmlab.report.testsplit import write_items
-from swarmlab.run_config import evaluate_settings, load_best, train_config
-from swarmlab.runs import Run, train_dir
-from swarmlab.tracking import make_tracker, run_context, run_title
+from swarmlab.run_config import load_best
+from swarmlab.runs import train_dir
+from swarmlab.tracking import make_tracker, run_title
+
+if TYPE_CHECKING:
+    from swarmlab.spec import RunSpec
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
 
 def evaluate_one(
     task,
-    run: Run,
-    params: dict,
+    run: RunSpec,
     *,
     plots_dir: Path,
     train_root: Path = TRAIN_ROOT,
     tracking: bool = True,
     resources: dict | None = None,
 ) -> dict:
-    """The test metrics, speed and memory of one run; its figures go to ``plots_dir``; ``resources`` (what the
+    """The test metrics, speed and memory of one run (``run``: its resolved spec, swarmlab.spec); its figures go to ``plots_dir``; ``resources`` (what the
     scheduler gave it) are recorded in its entry."""
     name = run.name
-    cfg = train_config(params, task.key, run.model, seed=run.seed)
-    model = load_best(params, task, run, train_root)
+    cfg = run.train
+    model = load_best(task, run, train_root)
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with
         torch.set_num_threads(cfg.num_threads)
     model.to(device)
     test_ds = on_device(task.eval_data("test", model.cfg), device)
-    ev = evaluate_settings(params, task.key)
+    ev = run.evaluate
     metrics, meter, speed = measure(
         compiled(model, cfg.compile),
         task,
@@ -72,14 +75,14 @@ def evaluate_one(
     if tracking:
         run_file = train_dir(task.key, name, train_root) / "run.json"
         run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-        context = {} if run_id else run_context(params)  # names a run only when there is no train run to resume
+        context = {} if run_id else dict(run.context)  # names a run only when there is no train run to resume
         tracker = make_tracker(
             True,
             task.key,
-            run_title(name, params["profile"], context),
+            run_title(name, run.profile, context),
             run_id=run_id,
             tags={
-                "profile": params["profile"],
+                "profile": run.profile,
                 "model": run.model,
                 "run": name,
                 "stage": "evaluate",

@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import torch
@@ -49,11 +50,13 @@ from swarmlab.schedule.cluster import (
     resolve_address,
 )
 from swarmlab.errors import SwarmlabError
-from swarmlab.run_config import for_model, split_per_model, train_config
-from swarmlab.runs import Run, make_task
+from swarmlab.run_config import for_model, split_per_model
 from swarmlab.sections import source_of
 from swarmlab.settings import SettingsError, parse, setting
-from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, open_client, run_context
+from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, open_client
+
+if TYPE_CHECKING:  # the specs' module imports this one (ScheduleConfig); the scheduler only reads their fields
+    from swarmlab.spec import RunSpec, StageSpec
 
 
 @dataclass
@@ -152,9 +155,10 @@ class Slot:
 
 @dataclass
 class Job:
-    """One run handed to the scheduler: the stage's per-run function is called as ``fn(task, run, params, **kwargs)``."""
+    """One run handed to the scheduler: the stage's per-run function is called as ``fn(task, run, **kwargs)``, ``run``
+    being the run's ``swarmlab.spec.RunSpec``."""
 
-    run: Run
+    run: RunSpec
     kwargs: dict
     log: Path | None = None  # where a Ray worker writes the run's output (None: Ray's own log)
     keep_log: Path | None = None  # the log is moved here when the run succeeds (e.g. into the run's folder)
@@ -170,19 +174,12 @@ class Scheduler:
     touches an output; a request no node of the cluster can hold, when Ray is joined, before any run starts.
     """
 
-    def __init__(
-        self,
-        stage: str,
-        params: dict,
-        task,
-        runs: list[Run],
-        *,
-        parallel: int | None = None,
-        address: str | None = None,
-        echo=print,
-    ):
-        self.stage, self.params, self.task, self.runs = stage, params, task, runs
-        self.cfg = schedule_settings(params, parallel=parallel, address=address)
+    def __init__(self, spec: StageSpec, task, *, echo=print):
+        """``spec``: the stage's resolved spec (swarmlab.spec: its runs and its ``schedule`` settings); ``task``: its
+        task, built."""
+        runs = list(spec.runs)
+        self.stage, self.spec, self.task, self.runs = spec.stage, spec, task, runs
+        self.cfg = spec.schedule
         self.echo = echo
         # Ray pays off for 2 runs or more, or for one run that should go to a cluster (its GPUs, say)
         self.ray = self.cfg.parallel != 1 and (len(runs) > 1 or bool(self.cfg.address))
@@ -200,7 +197,7 @@ class Scheduler:
         self.slots: dict[str, Slot] = {}
         budgets = {}
         for run in runs:
-            cfg = train_config(params, task.key, run.model, seed=run.seed)
+            cfg = run.train
             cpus, gpus = run_resources(self.cfg, task.key, run.model)
             threads = cfg.num_threads or (max(1, int(cpus)) if self.ray else default_threads)
             self.slots[run.name] = Slot(Resources(cpus, gpus), threads)
@@ -233,7 +230,7 @@ class Scheduler:
         threads = f"{slot.threads} thread{'s' if slot.threads != 1 else ''}"
         return f"{slot.resources.describe()}, {threads}" if self.ray else threads
 
-    def record(self, run: Run) -> dict:
+    def record(self, run: RunSpec) -> dict:
         return self.slots[run.name].record(self.scheduler, self.parallel)
 
     # -------------------------------------------------------------------------------------------- joining
@@ -264,9 +261,7 @@ class Scheduler:
                     raise SwarmlabError(
                         f"run {run.name} of {self.task.key}: {exc} (per task and model: schedule.tasks.{self.task.key})"
                     ) from None
-            self._check_equal_budgets(
-                {r.name: train_config(self.params, self.task.key, r.model).time_budget_s for r in self.runs}
-            )
+            self._check_equal_budgets({r.name: r.train.time_budget_s for r in self.runs})
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -324,7 +319,7 @@ class Scheduler:
             results = self._execute_here(fn, jobs, on_done=on_done, label=label)
         return {job.run.name: results[job.run.name] for job in jobs}
 
-    def _line(self, label: str, verb: str, run: Run, text: str, counts: tuple[int, int, int]) -> None:
+    def _line(self, label: str, verb: str, run: RunSpec, text: str, counts: tuple[int, int, int]) -> None:
         done, running, waiting = counts
         self.echo(
             f"[{label}] {verb:<5} {run.name}{'  ' + text if text else ''}  "
@@ -348,7 +343,7 @@ class Scheduler:
             self._line(label, "start", job.run, job.note, (i, 1, len(jobs) - i - 1))
             torch.set_num_threads(slot.threads)  # as a worker does: one run's setting never leaks into the next
             t0 = time.perf_counter()
-            results[job.run.name] = func(self.task, job.run, self.params, **job.kwargs)
+            results[job.run.name] = func(self.task, job.run, **job.kwargs)
             if on_done:
                 on_done(job, results[job.run.name])
             self._line(label, "done", job.run, f"in {time.perf_counter() - t0:.1f} s", (i + 1, 0, len(jobs) - i - 1))
@@ -362,12 +357,10 @@ class Scheduler:
         if tracking:
             env["MLFLOW_TRACKING_URI"] = absolute_tracking_uri()  # the same store as this process, whatever the cwd
             _create_experiment(env["MLFLOW_TRACKING_URI"], self.task.key)
-            env[CONTEXT_ENV] = json.dumps(run_context(self.params))  # DVC's experiment and overrides, as here
-        task = {
-            "key": self.task.key,
-            "options": dataclasses.asdict(self.task.options),
-            "root": str(Path(self.task.root).resolve()),
-        }
+            env[CONTEXT_ENV] = json.dumps(dict(self.spec.context))  # DVC's experiment and overrides, as here
+        task = dataclasses.replace(
+            self.spec.task, options=dataclasses.asdict(self.task.options), root=str(Path(self.task.root).resolve())
+        )
         remote = ray.remote(max_calls=1)(_worker) if fresh_workers else ray.remote(_worker)
         queue, pending, results, failure = list(jobs), {}, {}, None
         done = 0
@@ -384,7 +377,6 @@ class Scheduler:
                     "fn": fn,
                     "task": task,
                     "run": job.run,
-                    "params": self.params,
                     "kwargs": job.kwargs,
                     "env": env,
                     "threads": slot.threads,
@@ -489,7 +481,7 @@ def _worker(spec: dict) -> dict:
 
     os.environ.update(spec["env"])
     torch.set_num_threads(spec["threads"])
-    run: Run = spec["run"]
+    run: RunSpec = spec["run"]
     host = socket.gethostname()
     node = ray.get_runtime_context().get_node_id()[:8]
     with _output_to(spec["log"]):
@@ -500,10 +492,8 @@ def _worker(spec: dict) -> dict:
         )
         resumed = _checkpoint_note(spec["history"])
         try:
-            task = make_task(
-                spec["params"], spec["task"]["key"], options=spec["task"]["options"], root=Path(spec["task"]["root"])
-            )
-            result = _import(spec["fn"])(task, run, spec["params"], **spec["kwargs"])
+            task = spec["task"].build()
+            result = _import(spec["fn"])(task, run, **spec["kwargs"])
         except SwarmlabError as exc:
             print(f"error: {exc}", flush=True)
             return {"error": str(exc), "host": host}

@@ -119,8 +119,7 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
     from ray.tune import Checkpoint
 
     trial_id = tune.get_context().get_trial_id()
-    task = get_task(ctx.task, ctx.options, root=ctx.root)
-    task.key = ctx.key
+    task = get_task(ctx.task, ctx.options, root=ctx.root, key=ctx.key)
     values = ctx.space.decode(config)
     train_kw, model_kw = ctx.space.split(values)
     cfg = TrainConfig(**{**ctx.train, **train_kw})

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -24,10 +25,13 @@ from swarmlab.guard import check_outcome
 from swarmlab.io import atomic_write_text, swap_into_place
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.records import RUN_FILE, SUMMARY, code_hash, same_unfinished, seal_run, start_record
-from swarmlab.run_config import build_model, model_overrides, train_config
-from swarmlab.runs import Run, report_dir, train_dir
+from swarmlab.run_config import build_model
+from swarmlab.runs import report_dir, train_dir
 from swarmlab.seeds import set_seeds
-from swarmlab.tracking import make_tracker, run_context, run_title
+from swarmlab.tracking import make_tracker, run_title
+
+if TYPE_CHECKING:
+    from swarmlab.spec import RunSpec
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 REPORT_ROOT = REPORTS_DIR
@@ -40,8 +44,7 @@ def in_progress_dir(final: Path) -> Path:
 
 def train_one(
     task,
-    run: Run,
-    params: dict,
+    run: RunSpec,
     *,
     out_root: Path = TRAIN_ROOT,
     report_root: Path = REPORT_ROOT,
@@ -51,7 +54,8 @@ def train_one(
     resources: dict | None = None,
     baseline: float | None = None,
 ) -> dict:
-    """Train one model under one seed; its folder is replaced only when the run succeeds.
+    """Train one model under one seed (``run``: its resolved spec, swarmlab.spec); its folder is replaced only when
+    the run succeeds.
 
     The run writes into ``.<run>.run/`` beside ``<run>/`` and is renamed into place at the end, so a failed
     or killed run leaves the previous checkpoints exactly as they were. ``resume`` continues the interrupted
@@ -61,10 +65,9 @@ def train_one(
     (``guard.check_outcome``; ``baseline``: the model's loss at initialisation, from the dry run) is refused and
     leaves the previous run in place too.
     """
-    name = run.model
-    cfg = train_config(params, task.key, name, seed=run.seed)
+    cfg = run.train
     set_seeds(run.seed)  # initial weights follow the run's seed, whatever ran before in this process
-    model = build_model(name, task, model_overrides(params, task.key, name))
+    model = build_model(run.model, task, dict(run.overrides))  # built once in this process
     train_ds = task.train_data(model.cfg)
     val_ds = task.eval_data("val", model.cfg)
     check_batch_fits(cfg.batch_size, train_ds, task.item_name, task.key)
@@ -75,7 +78,6 @@ def train_one(
         return _train_in(
             task,
             run,
-            params,
             cfg,
             model,
             train_ds,
@@ -97,8 +99,7 @@ def train_one(
 
 def _train_in(
     task,
-    run: Run,
-    params,
+    run: RunSpec,
     cfg,
     model,
     train_ds,
@@ -125,14 +126,14 @@ def _train_in(
 
     run_file = work / RUN_FILE
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
-    context = run_context(params) if tracking else {}  # the DVC experiment and the overrides (run names, tracking.py)
+    context = run.context  # the DVC experiment and the overrides (run names, tracking.py); {} without tracking
     tracker = make_tracker(
         tracking,
         task.key,
-        run_title(run.name, params["profile"], context),
+        run_title(run.name, run.profile, context),
         run_id=previous.get("run_id"),
         tags={
-            "profile": params["profile"],
+            "profile": run.profile,
             "git_commit": git_commit(),
             "model": name,
             "run": run.name,
@@ -165,12 +166,18 @@ def _train_in(
     }
     if not previous:
         tracker.log_params(
-            {**identity, "task": {**identity["task"], "key": task.key}, "profile": params["profile"], "seed": run.seed}
+            {
+                **identity,
+                "task": {**identity["task"], "key": task.key},
+                "train": asdict(cfg),
+                "profile": run.profile,
+                "seed": run.seed,
+            }
         )
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
     print(
         f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
-        f"profile {params['profile']}",
+        f"profile {run.profile}",
         flush=True,
     )
     try:
@@ -220,8 +227,8 @@ def _train_in(
                 result.history, Path(tmp) / "training_curve.png", f"{task.key}: {run.name}", task.monitor
             )
             shutil.copy(curve, out_dir / "training_curve.png")
-            resolved = Path(tmp) / "params_resolved.yaml"
-            resolved.write_text(yaml.safe_dump(params, sort_keys=False))
+            resolved = Path(tmp) / "run_spec.yaml"  # the run's whole configuration, as the stage resolved it
+            resolved.write_text(yaml.safe_dump(run.to_dict(), sort_keys=False))
             tracker.log_artifact(curve)
             tracker.log_artifact(resolved)
         tracker.log_artifact(out_dir / "best.pt", "checkpoint")
@@ -245,10 +252,10 @@ def _train_in(
     return summary
 
 
-def train_run(task, run: Run, params: dict, *, resume: bool | str = "auto", work: Path | None = None, **kwargs) -> dict:
+def train_run(task, run: RunSpec, *, resume: bool | str = "auto", work: Path | None = None, **kwargs) -> dict:
     """One run as the scheduler hands it out (in this process or in a Ray worker): ``train_one``, where ``resume="auto"``
     continues the interrupted run in ``.<run>.run/`` when it has a checkpoint and the same fingerprint, and starts
     fresh otherwise. So a run whose worker died is retried from its last checkpoint."""
     if resume == "auto":
         resume = work is not None and same_unfinished(work, kwargs.get("fingerprint", ""), CHECKPOINT)
-    return train_one(task, run, params, resume=resume, **kwargs)
+    return train_one(task, run, resume=resume, **kwargs)

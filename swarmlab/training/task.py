@@ -11,20 +11,22 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swarmlab.engine import CHECKPOINT
 from swarmlab.io import atomic_write_text
 from swarmlab.records import data_hash, finished_summary, run_fingerprint, same_unfinished
-from swarmlab.run_config import train_config
-from swarmlab.runs import Run, report_dir, train_dir
+from swarmlab.runs import report_dir, train_dir
 from swarmlab.schedule.scheduler import Job, Scheduler
 from swarmlab.training.run import in_progress_dir
 
+if TYPE_CHECKING:
+    from swarmlab.spec import RunSpec
+
 
 def train_task(
-    params: dict,
     task,
-    runs: list[Run],
+    runs: list[RunSpec],
     scheduler: Scheduler,
     *,
     model_cfgs: dict,
@@ -36,7 +38,7 @@ def train_task(
     restart: bool,
     tracking: bool,
 ) -> dict:
-    """Train ``runs`` of ``task`` (checked beforehand: ``model_cfgs`` are their models' configs, ``baselines`` their
+    """Train ``runs`` (resolved specs, swarmlab.spec) of ``task`` (checked beforehand: ``model_cfgs`` are their models' configs, ``baselines`` their
     losses at initialisation from the dry run) on ``scheduler``; returns (and writes) metrics.json, keyed by run name.
     ``models``: the ``--models`` subset, or None for the task's whole list (then folders of runs no longer listed go).
     """
@@ -66,7 +68,7 @@ def train_task(
                 run=run,
                 model_cfg=model_cfgs[run.model],
                 task=task,
-                train_cfg=train_config(params, task_name, run.model, seed=run.seed),
+                train_cfg=run.train,
                 threads=record["threads"],
                 data=data,
                 resources={k: v for k, v in record.items() if k != "parallel"},
@@ -116,7 +118,7 @@ def train_task(
     return write_metrics(metrics_path, summaries, runs)
 
 
-def write_metrics(path: Path, summaries: dict, runs: list[Run]) -> dict:
+def write_metrics(path: Path, summaries: dict, runs: list[RunSpec]) -> dict:
     """``metrics.json``: the runs' records in the order of the task's runs (others, of a ``--models`` rerun, after)."""
     order = [r.name for r in runs]
     ordered = {k: summaries[k] for k in order if k in summaries} | {

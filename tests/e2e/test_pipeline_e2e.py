@@ -218,7 +218,7 @@ def test_smoke_profile_through_dvc(tmp_path):
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {
         "training_curve.png",
-        "params_resolved.yaml",
+        "run_spec.yaml",
         "checkpoint",
         "confusion_swarmformer_small-seed0.png",
     } <= artifacts

@@ -10,7 +10,7 @@ import hashlib
 import pytest
 import torch
 
-from swarmlab.runs import Run, make_task
+from swarmlab.spec import resolve
 from swarmlab.run_config import load_best
 from pipelines.train import train
 from swarmlab.errors import SwarmlabError
@@ -65,9 +65,10 @@ def test_a_diverged_run_leaves_the_previous_one_and_a_replaced_checkpoint_is_ref
         train(bad, "clustering_direct", options=options, tracking=False, **roots)
     assert files(tmp_path) == before  # no .run left, nothing replaced
 
-    task = make_task(good, "clustering_direct", options=options)
+    spec = resolve(good, "evaluate", "clustering_direct", options=options, tracking=False)
+    task, (run,) = spec.task.build(), spec.runs
     best = tmp_path / "out" / "clustering_direct" / "set_linear_mean-seed0" / "best.pt"
-    load_best(good, task, Run("set_linear_mean", 0), tmp_path / "out")
+    load_best(task, run, tmp_path / "out")
     torch.save({k: v * 2 for k, v in torch.load(best, weights_only=True).items()}, best)
     with pytest.raises(SwarmlabError, match="is not the checkpoint this run wrote"):
-        load_best(good, task, Run("set_linear_mean", 0), tmp_path / "out")
+        load_best(task, run, tmp_path / "out")

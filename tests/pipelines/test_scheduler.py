@@ -96,7 +96,7 @@ def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is
         SwarmlabError,
         match="unequal resources.*transformer-seed0: 2 CPU, 2 threads.*linear_transformer-seed0: 1 CPU, 1 thread",
     ):
-        Scheduler("train", params, _task(params), _runs(params), parallel=2)
+        _scheduler(params)
     # the same through the stage's command line: one line, exit 2, no output
     path = tmp_path / "params.yaml"
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
@@ -111,7 +111,7 @@ def test_unequal_cpus_in_an_equal_time_comparison_are_refused_before_anything_is
     assert not (tmp_path / "w").exists()
     # equal CPUs for every run: accepted
     params["schedule"] = {"parallel": 2, "tasks": {"toy_counting": {"cpus_per_run": 2}}}
-    Scheduler("train", params, _task(params), _runs(params), parallel=2)
+    _scheduler(params)
 
 
 def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path):
@@ -123,16 +123,11 @@ def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path)
     assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == "" and not (tmp_path / "w").exists()
 
 
-def _task(params):
-    from swarmlab.runs import make_task
+def _scheduler(params):
+    from swarmlab.spec import resolve
 
-    return make_task(params, "toy_counting")
-
-
-def _runs(params):
-    from swarmlab.runs import task_runs
-
-    return task_runs(params, "toy_counting")
+    spec = resolve(params, "train", "toy_counting", parallel=2, tracking=False)
+    return Scheduler(spec, spec.task.build())
 
 
 def test_without_ray_installed_the_runs_go_one_after_another_here(tmp_path, monkeypatch, capsys):

@@ -44,6 +44,14 @@ def test_specs_are_frozen_and_bad_input_is_one_line():
     spec = resolve(params, "train", "clustering_direct", tracking=False)
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.runs[0].seed = 5  # type: ignore[misc]
-    with pytest.raises(SwarmlabError, match="no section tasks.imbd"):
+    with pytest.raises(SwarmlabError, match="unknown task 'imbd'; did you mean imdb"):
         resolve(params, "train", "imbd", tracking=False)
+    with pytest.raises(SwarmlabError, match=r"unknown model 'swram'.*tasks.clustering_direct.models"):
+        resolve(params, "train", "clustering_direct", models=["swram"], tracking=False)
+    with pytest.raises(SwarmlabError, match="takes 'text' inputs but task 'clustering_direct' needs 'set'"):
+        resolve(params, "train", "clustering_direct", models=["transformer"], tracking=False)
+    with pytest.raises(SwarmlabError, match="--parallel must be >= 0"):
+        resolve(params, "train", "clustering_direct", parallel=-1, tracking=False)
+    assert resolve(params, "train", "clustering_direct", parallel=3, tracking=False).schedule.parallel == 3
+    assert resolve(params, "sample", "mnist", schedule=False, tracking=False).schedule is None
     assert resolve(params, "train", "clustering_direct", models=["swarm"], tracking=False).runs[0].model == "swarm"
