@@ -1,4 +1,4 @@
-"""The cost side of seed 001's seven changes: the enhanced SwarmFormer Small with all of them on, each one switched
+"""The cost side of paper 001's seven changes: the enhanced SwarmFormer Small with all of them on, each one switched
 off in turn, and all off (= the original SwarmFormer Small), as in the claims grid ``enhanced_switches`` (issue 19).
 
 Two tables, in one process run:

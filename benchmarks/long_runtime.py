@@ -10,7 +10,7 @@ Models are compared at *matching width and depth* (printed with the table):
     Models: hsw_small, longformer, transformer (full attention, SDPA), swarmformer_small_padaware,
     swarmformer_enhanced_small. SwarmFormer keeps its own layer structure (T_local = 3 local steps, cluster size
     8) and the encoder baselines their MLP ratio 4; every model keeps its own dropout.
-  * group ``seed``, matched to ``hsw_base`` (the seed's sizes; its rows say ``hsw``): D = 96, 12 blocks, 3 heads of 32: hsw and longformer
+  * group ``seed``, matched to ``hsw_base`` (the paper's sizes; its rows say ``hsw``): D = 96, 12 blocks, 3 heads of 32: hsw and longformer
     (``--seed-all`` adds the other three; full attention then takes minutes per step at 4k).
   * paper-style (``--paper small`` by default): also Longformer at HSW's *final* width and the same depth
     (512 x 5 for hsw_small; 768 x 12 for hsw with ``--paper small seed``), the kind of comparison the paper

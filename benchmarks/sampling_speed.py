@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument(
         "--model",
         default="swarm_transformer_base",
-        help="registered image model (default swarm_transformer_base, the seed's sizes; "
+        help="registered image model (default swarm_transformer_base, the paper's sizes; "
         "swarm_transformer_small for a tighter CPU budget)",
     )
     ap.add_argument("--naive-pixels", type=int, default=4, help="sub-pixels the naive sampler is timed on")

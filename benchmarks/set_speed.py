@@ -6,12 +6,12 @@ baseline that the group's ratios refer to. Rows are timed interleaved (row 1, ro
 so that a noisy, shared machine slows all alike; the median and the best round are both reported.
 
   * train step = forward, cross-entropy of per-entity logits against random cluster labels, zero_grad,
-    backward, one Adam step (seed 003 §4.1.3 trains with Adam, batch size 50);
+    backward, one Adam step (paper 003 §4.1.3 trains with Adam, batch size 50);
   * sizes: B = 50 sets of N = 500 2-D points (all real; the mask is passed, so the masked code path is timed),
     10 outputs per entity;
-  * group "swarm": the seed's best SWARM, 192 hidden units, 10 iterations, 1 layer, against a transcription of
+  * group "swarm": the paper's best SWARM, 192 hidden units, 10 iterations, 1 layer, against a transcription of
     the authors' layer (swarmlab/testing/reference_swarm.py);
-  * group "isab": the seed's best Set Transformer (32-60-3: width 32, 60 inducing points, 3 ISABs, 4 heads)
+  * group "isab": the paper's best Set Transformer (32-60-3: width 32, 60 inducing points, 3 ISABs, 4 heads)
     against the public blocks' structure (swarmlab/testing/reference_set_transformer.py: juho-lee/set_transformer's MAB and
     ISAB with LayerNorm, a 1-layer rFF, full-width scaling, no masks, the first ISAB on the raw input); ours
     is timed as registered (rFF depth 4, the SWARM authors' RFF) and with a 1-layer rFF (the public depth).
@@ -34,8 +34,8 @@ from swarmlab.machine import describe_cpu
 from swarmlab.testing.reference_set_transformer import PublicISABEncoder
 from swarmlab.testing.reference_swarm import authors_swarm
 
-HIDDEN, N_ITER, LAYERS = 192, 10, 1  # seed 003 §4.1.4: SWARM(192-10-1)
-ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # seed 003 Table 2: Set Transformer (32-60-3)
+HIDDEN, N_ITER, LAYERS = 192, 10, 1  # paper 003 §4.1.4: SWARM(192-10-1)
+ST_HIDDEN, ST_INDS, ST_LAYERS, ST_HEADS = 32, 60, 3, 4  # paper 003 Table 2: Set Transformer (32-60-3)
 
 ROWS = [
     (
@@ -79,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds after one warm-up (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1); 0 = torch's default")
-    ap.add_argument("--batch", type=int, default=50, help="sets per batch (default 50, the seed's)")
+    ap.add_argument("--batch", type=int, default=50, help="sets per batch (default 50, the paper's)")
     ap.add_argument("--entities", type=int, default=500, help="entities per set (default 500)")
     ap.add_argument("--with-plain", action="store_true", help="add a row for swarm's plain autograd path")
     args = ap.parse_args()

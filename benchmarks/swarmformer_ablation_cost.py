@@ -1,4 +1,4 @@
-"""The cost side of seed 000 §9.5's trade-offs: SwarmFormer-Small's train step and inference batch per T_local and per
+"""The cost side of paper 000 §9.5's trade-offs: SwarmFormer-Small's train step and inference batch per T_local and per
 cluster size, at the claims profile's grid settings (128 tokens, batch 48), as ratios to the default point
 (T_local = 3, C = 8), in one process run.
 

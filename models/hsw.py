@@ -1,4 +1,4 @@
-"""Hierarchical Shifted Window attention (HSW; Yang & Feng, seed 002): a 1-D Swin Transformer for long text.
+"""Hierarchical Shifted Window attention (HSW; Yang & Feng, paper 002): a 1-D Swin Transformer for long text.
 
     tokens (B, L) -> Embedding(V, E) -> Linear(E, C)                                     (B, L, C)
     stage 1: depth[0] pre-LN blocks, windows of W tokens, every other block shifted by W/2   (B, L, C)
@@ -6,7 +6,7 @@
     stage 2 ... stage S (no merge after the last)                                        (B, L/4^(S-1), C*2^(S-1))
     LayerNorm -> mean over the real positions -> Linear(num_classes)                     (B, num_classes)
 
-With the seed's sizes (C = 96, depths 2/2/6/2, heads 3/6/12/24, W = 128) 4096 tokens become 64 tokens of
+With the paper's sizes (C = 96, depths 2/2/6/2, heads 3/6/12/24, W = 128) 4096 tokens become 64 tokens of
 width 768. Each merge quarters the length and doubles the width, so every block costs about the same in its
 linear layers (L * C^2 is unchanged); the attention per block shrinks with the length.
 
@@ -277,7 +277,7 @@ class HSW(NumParamsMixin, nn.Module):
 
 @register_model(tags=("hsw", "hierarchical", "efficient_attention"))
 def hsw_base(**overrides) -> HSW:
-    """The seed's sizes: C=96 (widths 96/192/384/768), depths 2/2/6/2, heads 3/6/12/24, W=128, L=4096,
+    """The paper's sizes: C=96 (widths 96/192/384/768), depths 2/2/6/2, heads 3/6/12/24, W=128, L=4096,
     byte vocabulary, 11 classes (27,807,521 parameters)."""
     return HSW(build_config(HSWConfig, {}, overrides))
 

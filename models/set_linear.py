@@ -1,4 +1,4 @@
-"""SetLinear networks (seed 003 eq. 2; Deep Sets' equivariant layer, Zaheer et al. 2017), mean or max pooling.
+"""SetLinear networks (paper 003 eq. 2; Deep Sets' equivariant layer, Zaheer et al. 2017), mean or max pooling.
 
 Eq. 2 is ``y_i = W= x_i + W!= sum_{k != i} x_k + b``: an entity-wise affine map plus one population term shared
 by every entity. As in the authors' code (``SetLinear`` in zalandoresearch/SWARM ``models.py``) the population
@@ -63,7 +63,7 @@ class SetLinear(nn.Module):
 
 @dataclass
 class SetLinearConfig:
-    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    dim_input: int = setting(2, ge=1)  # points in R^2 (paper 003 §4.1.1)
     dim_output: int = setting(10, ge=1)  # S = 10 cluster slots (the authors' n_out = 10)
     # Table 2 best SetLinear (64-6), a) hidden units; the max variant uses 96 (96-6)
     dim_hidden: int = setting(64, ge=1)

@@ -1,4 +1,4 @@
-"""Bidirectional LSTM over a set read as a sequence: the order-dependent baseline of seed 003 (§4.1.2).
+"""Bidirectional LSTM over a set read as a sequence: the order-dependent baseline of paper 003 (§4.1.2).
 
 Two ways to pick the order of the real entities before the LSTM (outputs are put back in the input order):
 
@@ -61,7 +61,7 @@ def entity_order(x: torch.Tensor, mask: torch.Tensor, order: str, shuffle: bool)
 
 @dataclass
 class SetLSTMConfig:
-    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    dim_input: int = setting(2, ge=1)  # points in R^2 (paper 003 §4.1.1)
     dim_output: int = setting(10, ge=1)  # S = 10 cluster slots (the authors' n_out = 10)
     dim_hidden: int = setting(128, ge=1)  # per direction: Table 2 best LSTM (128-3); lstm_sorted uses 64 (64-3)
     num_layers: int = setting(3, ge=1)  # stacked bidirectional layers: Table 2 (128-3) and (64-3)

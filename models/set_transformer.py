@@ -1,4 +1,4 @@
-"""Set Transformer encoder (Lee et al., 2019) as the set-equivariant baseline of seed 003 (SWARM, §4.1.2).
+"""Set Transformer encoder (Lee et al., 2019) as the set-equivariant baseline of paper 003 (SWARM, §4.1.2).
 
 ``x (B, N, dim_input) -> Linear -> num_layers x {SAB | ISAB} -> head``. With ``head="none"`` (default) the
 head is a per-entity Linear and the model is permutation-equivariant: the "encoder part" the SWARM paper uses
@@ -28,7 +28,7 @@ from swarmlab.settings import check_config, setting
 
 @dataclass
 class SetTransformerConfig:
-    dim_input: int = setting(2, ge=1)  # points in R^2 (seed 003 §4.1.1)
+    dim_input: int = setting(2, ge=1)  # points in R^2 (paper 003 §4.1.1)
     # S = 10 cluster slots for K <= 10 clusters: the authors' n_out = 10 (amortised_clustering.py)
     dim_output: int = setting(10, ge=1)
     dim_hidden: int = setting(32, ge=1)  # D: Table 2 best Set Transformer (32-60-3), a) hidden units
@@ -79,7 +79,7 @@ class SetTransformer(NumParamsMixin, nn.Module):
         return self.head(h, mask)  # (B, N, dim_output) or (B, dim_output)
 
     def arch_code(self) -> str:
-        """Seed 003 Table 1 code: (hidden units - inducing points - layers); SAB has no inducing points."""
+        """Paper 003 Table 1 code: (hidden units - inducing points - layers); SAB has no inducing points."""
         c = self.cfg
         return (
             f"({c.dim_hidden}-{c.num_inds}-{c.num_layers})" if c.block == "isab" else f"({c.dim_hidden}-{c.num_layers})"

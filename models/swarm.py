@@ -1,4 +1,4 @@
-"""SWARM mappings (Vollgraf, 2019; seed 003): a set-equivariant layer built from an LSTM-style cell that runs
+"""SWARM mappings (Vollgraf, 2019; paper 003): a set-equivariant layer built from an LSTM-style cell that runs
 ``n_iter`` times over all entities at once and, at every iteration, sees a pooled summary of the population.
 
     x (B, N, D_in) -> SwarmLayer -> [ReLU -> SwarmLayer]* -> y (B, N, D_out)   [-> masked mean (B, D_out)]
@@ -24,7 +24,7 @@ formulation: W_hp multiplies the pooled vector (B, H) once, where their 1x1 conv
 broadcast copies of it (the same function with N times less work). Differences that only show outside
 their domain: a set with no real entity pools to 0 (theirs divides 0 by 0), and a causal mask is validated.
 
-Dropout (optional, off in the seed's best models, §5) follows the authors: after every iteration, whole
+Dropout (optional, off in the paper's best models, §5) follows the authors: after every iteration, whole
 hidden units of one set are zeroed (their ``Dropout2d`` on (B, H, N)), so it keeps the layer
 permutation-equivariant even in training mode. Outputs at padded positions are computed like those of
 a real entity that the pool does not see; they are not zeroed.
@@ -593,7 +593,7 @@ class Swarm(NumParamsMixin, nn.Module):
 # mean pooling (the default) keeps the layer's permutation equivariance: tests/models/test_set_models.py checks it
 @register_model(kind="set", tags=("swarm", "permutation_equivariant"))
 def swarm(**overrides) -> Swarm:
-    """Seed 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
+    """Paper 003 §4.1 best: SWARM(192-10-1), mean pooling (301,066 parameters for 2-D points, 10 outputs)."""
     return Swarm(build_config(SwarmConfig, {}, overrides))
 
 

@@ -1,4 +1,4 @@
-"""SWARM Transformer (Vollgraf, 2019, seed 003 §4.3): an autoregressive 256-way pixel model whose only
+"""SWARM Transformer (Vollgraf, 2019, paper 003 §4.3): an autoregressive 256-way pixel model whose only
 mixing layer is a causal SWARM layer (models/swarm.py with ``pooling="causal"``).
 
     pixels (B, C, H, W) -> sub-pixel sequence (B, L), L = H*W*C, in raster order over (H, W) with the C
@@ -269,7 +269,7 @@ class _eval_mode:
 
 @register_model(kind="image", tags=("swarm",))
 def swarm_transformer_base(**overrides) -> SwarmTransformer:
-    """Seed 003 §4.3 / README MNIST: embeddings 256, 1 causal SWARM layer, 256 hidden, 10 iterations."""
+    """Paper 003 §4.3 / README MNIST: embeddings 256, 1 causal SWARM layer, 256 hidden, 10 iterations."""
     return SwarmTransformer(build_config(SwarmTransformerConfig, {}, overrides))
 
 

@@ -1,4 +1,4 @@
-"""SwarmFormer (Legg & Sturmanis, 2025; seed 000), computing exactly what the authors' code computes.
+"""SwarmFormer (Legg & Sturmanis, 2025; paper 000), computing exactly what the authors' code computes.
 
 Where the paper text and the authors' code differ, the code wins:
   * the local neighbour mean is circular (``torch.roll``): the first and last tokens are neighbours;
@@ -45,7 +45,7 @@ class SwarmFormerConfig:
     vocab_size: int = setting(30522, ge=1)  # bert-base-uncased WordPiece vocabulary
     num_classes: int = setting(2, ge=1)  # IMDB: negative / positive
     d_model: int = setting(128, ge=1)  # embedding width D; the whole model stays at this width
-    num_layers: int = setting(2, ge=1)  # the seed's best configs use 2 layers
+    num_layers: int = setting(2, ge=1)  # the paper's best configs use 2 layers
     t_local: int = setting(3, ge=1)  # local swarm micro-steps per layer, sharing one aggregator's weights
     cluster_size: int = setting(8, ge=1)  # S: tokens per contiguous cluster; C = seq_len / S representatives
     seq_len: int = setting(256, ge=1)  # L: inputs are padded/truncated to exactly this length
@@ -369,13 +369,13 @@ _BASE = dict(d_model=192, cluster_size=4, seq_len=768, t_local=3, num_layers=2)
 # the reference variants mean-pool over PAD tokens, as the authors' code does (by design; see above): "ignores_mask"
 @register_model(tags=("swarmformer", "reference", "ignores_mask"))
 def swarmformer_small(**overrides) -> SwarmFormer:
-    """Seed 000 Table 1 'Small': D=128, S=8, L=256, T_local=3, 2 layers (4,302,850 parameters)."""
+    """Paper 000 Table 1 'Small': D=128, S=8, L=256, T_local=3, 2 layers (4,302,850 parameters)."""
     return SwarmFormer(build_config(SwarmFormerConfig, _SMALL, overrides))
 
 
 @register_model(tags=("swarmformer", "reference", "ignores_mask"))
 def swarmformer_base(**overrides) -> SwarmFormer:
-    """Seed 000 Table 1 'Base': D=192, S=4, L=768, T_local=3, 2 layers (6,749,186 parameters)."""
+    """Paper 000 Table 1 'Base': D=192, S=4, L=768, T_local=3, 2 layers (6,749,186 parameters)."""
     return SwarmFormer(build_config(SwarmFormerConfig, _BASE, overrides))
 
 

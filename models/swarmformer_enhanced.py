@@ -1,4 +1,4 @@
-"""Enhanced SwarmFormer (seed 001, a community design with no public code): seven changes, each a switch.
+"""Enhanced SwarmFormer (paper 001, a community design with no public code): seven changes, each a switch.
 
   a. ``window_attn``  multi-head local window attention (``window_one_sided`` tokens each side, PAD keys
      masked, learned relative-position bias) replaces the circular neighbour mean of the local swarm step;
@@ -80,8 +80,8 @@ SWITCHES: dict[str, str] = {
 class EnhancedSwarmFormerConfig:
     vocab_size: int = setting(30522, ge=1)  # bert-base-uncased WordPiece vocabulary
     num_classes: int = setting(2, ge=1)  # IMDB: negative / positive
-    d_model: int = setting(128, ge=1)  # D; seed 000 Small
-    num_layers: int = setting(2, ge=1)  # the seed's best configs use 2 layers
+    d_model: int = setting(128, ge=1)  # D; paper 000 Small
+    num_layers: int = setting(2, ge=1)  # the paper's best configs use 2 layers
     t_local: int = setting(3, ge=1)  # local swarm micro-steps per layer, sharing one step's weights
     cluster_size: int = setting(8, ge=1)  # S: tokens per cluster in the lowest layer (C = routing_block / S per block)
     seq_len: int = setting(256, ge=1)  # L the data is padded/truncated to; other lengths work (padded internally)
@@ -358,7 +358,7 @@ def gumbel_anneal_callback(model: EnhancedSwarmFormer, *, start: float, end: flo
 
 
 # ---- registered variants ----------------------------------------------------------------------------------
-# d, layers, seq len and S as seed 000's Small and Base; routing_block = seq_len: global routing at that length.
+# d, layers, seq len and S as paper 000's Small and Base; routing_block = seq_len: global routing at that length.
 _SMALL = dict(
     d_model=128, num_layers=2, seq_len=256, cluster_size=8, t_local=3, heads=4, dim_head=32, routing_block=256
 )  # C = 32 clusters, then 16

@@ -4,7 +4,7 @@ Two paths compute the same function (``attn_impl``; the state dict is the same):
   * ``"sdpa"``: ``F.scaled_dot_product_attention``, a fused kernel (flash on CPU where one applies): O(L^2) time
     but no (L, L) matrix ever kept, so memory is linear in L;
   * ``"dense"``: softmax(Q K^T / sqrt(Dh)) V written out, the (B, H, L, L) scores and their softmax live at once:
-    the textbook O(L^2)-memory path, the full-attention baseline as seed 000 Fig. 3 measures it (its 37.37 GB at
+    the textbook O(L^2)-memory path, the full-attention baseline as paper 000 Fig. 3 measures it (its 37.37 GB at
     100k tokens is about one 100k x 100k float32 matrix, 37.25 GiB), and the oracle for the SDPA path.
 
 Registered: ``transformer`` (SDPA) and ``transformer_dense`` (the same model, scores materialised), so the memory
@@ -60,5 +60,5 @@ def transformer(**overrides) -> Transformer:
 
 @register_model(tags=("baseline", "full_attention"))
 def transformer_dense(**overrides) -> Transformer:
-    """``transformer`` with the (B, H, L, L) score matrix materialised (``attn_impl="dense"``): seed 000's baseline."""
+    """``transformer`` with the (B, H, L, L) score matrix materialised (``attn_impl="dense"``): paper 000's baseline."""
     return Transformer(build_config(TransformerConfig, {"attn_impl": "dense"}, overrides))

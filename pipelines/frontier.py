@@ -1,11 +1,11 @@
 """Stage `frontier@<task>`: the validation score against the parameter count per model family, each family's
-frontier dashed, as seed 003 Figure 2.
+frontier dashed, as paper 003 Figure 2.
 
 Points: every model of ``reports/train/<task>/metrics.json`` (the train stage) and, when a sweep of the task
 has run, every finished trial of ``reports/sweep/<task>/summary.csv`` (its best validation score; the parameter
 count from the ``num_params`` column, or from the model rebuilt with the trial's params). A point is on its
 family's frontier when no model of the family with at most as many parameters scores better. The bar at the right
-end of a frontier marks the largest model of the family that was tried. Codes beside the points follow seed 003
+end of a frontier marks the largest model of the family that was tried. Codes beside the points follow paper 003
 Table 1 (hidden units - inducing points - iterations - layers, the fields a model has).
 
 Writes ``reports/frontier/<task>/frontier.png``, ``frontier.md`` (the best model per family) and

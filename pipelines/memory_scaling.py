@@ -1,4 +1,4 @@
-"""Stage `memory_scaling`: peak memory and time of one inference forward pass versus sequence length N (seed 000,
+"""Stage `memory_scaling`: peak memory and time of one inference forward pass versus sequence length N (paper 000,
 Figure 3).
 
 For every model spec and every N in ``memory_scaling.tokens`` (params.yaml, profile-aware), one forward in a fresh

@@ -1,4 +1,4 @@
-"""Seed 003 Figure 2's points: per model family, the validation score against the parameter count, and which points are
+"""Paper 003 Figure 2's points: per model family, the validation score against the parameter count, and which points are
 on the family's frontier (no model of the family with at most as many parameters scores better). The frontier stage
 (``pipelines/frontier.py``) writes them; the points come from the train stage's metrics and, when present, the
 task's sweep summary.
@@ -18,7 +18,7 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.run_config import build_model, model_overrides
 from swarmlab.runs import report_dir
 
-CODE_FIELDS = ("dim_hidden", "d_model", "num_inds", "n_iter", "num_layers")  # seed 003 Table 1: a-b-c-d
+CODE_FIELDS = ("dim_hidden", "d_model", "num_inds", "n_iter", "num_layers")  # paper 003 Table 1: a-b-c-d
 
 
 def arch_code(model) -> str:

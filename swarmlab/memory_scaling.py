@@ -1,5 +1,5 @@
 """The machinery of the stage `memory_scaling` (pipelines/memory_scaling.py): peak memory and time of one inference
-forward pass versus sequence length N (seed 000, Figure 3).
+forward pass versus sequence length N (paper 000, Figure 3).
 
 For every model spec and every N in ``memory_scaling.tokens`` (params.yaml, profile-aware) a fresh
 subprocess builds the model with ``seq_len=N``, runs one untimed warm-up forward on ``warmup_tokens``
@@ -49,7 +49,7 @@ from swarmlab import plots
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_dir
 
-GB = 1e9  # goals are in decimal GB, like the seed's "0.74 GB"
+GB = 1e9  # goals are in decimal GB, like the paper's "0.74 GB"
 RESULT_PREFIX = "MEMORY_SCALING_RESULT "
 CHILD_MODULE = "swarmlab.memory_scaling"  # what each point's subprocess runs (child_main)
 
@@ -282,7 +282,7 @@ def check_goals(points: list[dict], goals: dict) -> dict:
         "model": label,
         "tokens": goals["memory_tokens"],
         "limit_gb": goals["memory_gb"],
-        "seed_reported_gb": goals["seed_memory_gb"],
+        "paper_reported_gb": goals["paper_memory_gb"],
         "measure": "increment_bytes (peak minus baseline)",
     }
     p = _point(points, label, goals["memory_tokens"])
@@ -322,7 +322,7 @@ def point_memory(p: dict | None) -> tuple[int | None, str | None]:
 
 def baseline_comparison(points: list[dict], goals: dict, tokens: int) -> dict:
     """Memory of every ``goals.memory_baselines`` model against ``goals.model`` at ``tokens``, each measured or
-    predicted (marked), as a ratio baseline / model; beside the seed's own ratio (its full attention over its
+    predicted (marked), as a ratio baseline / model; beside the paper's own ratio (its full attention over its
     SwarmFormer at 100k tokens)."""
     label = ModelSpec.parse(goals["model"]).label
     model_bytes, model_kind = point_memory(_point(points, label, tokens))
@@ -338,16 +338,16 @@ def baseline_comparison(points: list[dict], goals: dict, tokens: int) -> dict:
                 "ratio": b / model_bytes if b is not None and model_bytes else None,
             }
         )
-    seed_base, seed_model = goals.get("seed_baseline_memory_gb"), goals.get("seed_memory_gb")
+    paper_base, paper_model = goals.get("paper_baseline_memory_gb"), goals.get("paper_memory_gb")
     return {
         "model": label,
         "tokens": tokens,
         "model_gb": model_bytes / GB if model_bytes is not None else None,
         "model_kind": model_kind,
         "baselines": rows,
-        "seed_baseline_gb": seed_base,
-        "seed_model_gb": seed_model,
-        "seed_ratio": seed_base / seed_model if seed_base and seed_model else None,
+        "paper_baseline_gb": paper_base,
+        "paper_model_gb": paper_model,
+        "paper_ratio": paper_base / paper_model if paper_base and paper_model else None,
     }
 
 
@@ -516,10 +516,10 @@ def baselines_table(result: dict) -> str:
         for b in r["baselines"]:
             cells += [_mem_cell(b["gb"], b["kind"]), _ratio(b["ratio"])]
         lines.append(f"| {r['tokens']} | " + " | ".join(cells) + " |")
-    if rows[0]["seed_ratio"] is not None:
+    if rows[0]["paper_ratio"] is not None:
         lines.append(
-            f"\nSeed 000 at N=100000: full attention {rows[0]['seed_baseline_gb']} GB / SwarmFormer "
-            f"{rows[0]['seed_model_gb']} GB = {rows[0]['seed_ratio']:.0f}x."
+            f"\nPaper 000 at N=100000: full attention {rows[0]['paper_baseline_gb']} GB / SwarmFormer "
+            f"{rows[0]['paper_model_gb']} GB = {rows[0]['paper_ratio']:.0f}x."
         )
     return "\n".join(lines) + "\n"
 
@@ -530,7 +530,7 @@ def goals_text(goals: dict) -> str:
     mem = (
         f"memory: {m['model']} at N={m['tokens']}: increment "
         + (f"{m['measured_gb']:.3f} GB" if m["measured_gb"] is not None else "-")
-        + f" vs goal <= {m['limit_gb']} GB (seed reports {m['seed_reported_gb']} GB): {verdict[m['met']]}"
+        + f" vs goal <= {m['limit_gb']} GB (paper 000 reports {m['paper_reported_gb']} GB): {verdict[m['met']]}"
     )
     spd = (
         f"speed: {s['baseline']} / {s['model']} at N={s['tokens']}: "
@@ -545,8 +545,8 @@ def goals_text(goals: dict) -> str:
             f"{c['model']} {_mem_cell(c['model_gb'], c['model_kind'])} = "
             + _ratio(b["ratio"])
             + (
-                f" (seed 000: {c['seed_baseline_gb']} / {c['seed_model_gb']} GB = {c['seed_ratio']:.0f}x)"
-                if c.get("seed_ratio")
+                f" (paper 000: {c['paper_baseline_gb']} / {c['paper_model_gb']} GB = {c['paper_ratio']:.0f}x)"
+                if c.get("paper_ratio")
                 else ""
             )
         )

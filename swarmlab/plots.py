@@ -3,7 +3,7 @@ plain numbers and arrays, so it imports nothing of ``models`` or ``tasks``. Stat
 load vega from a CDN and are blank offline.
 
 * a run's figures, written by the tasks and the engine: ``training_curve``, ``confusion_matrix``, ``image_grid``
-  (``tile``), ``class_scores``, ``clustering_example`` and ``mog_example`` (seed 003's Figure 4 and §4.2);
+  (``tile``), ``class_scores``, ``clustering_example`` and ``mog_example`` (paper 003's Figure 4 and §4.2);
 * the report's: ``training_curves``, ``metric_vs_params``, ``ablation_plot``, ``comparison_chart``. These are
   byte-for-byte reproducible: PNGs carry no Software/date metadata (``save``), inputs are drawn in a fixed order,
   and no figure depends on anything but its arguments;
@@ -155,7 +155,7 @@ def _ellipse(ax, mean, cov, color, **kwargs) -> None:
 
 
 def clustering_example(x, labels, probs, means, covs, path: Path, title: str = "", *, match) -> Path:
-    """Seed 003 Figure 4: one task's truth (with the generating covariance ellipses) beside the predicted
+    """Paper 003 Figure 4: one task's truth (with the generating covariance ellipses) beside the predicted
     assignment; predicted slots take the colour of the true cluster they are matched to (count-maximising
     matching; slots matched to no cluster get the spare colours); the grey halo under each point is the entropy
     of its slot distribution (darker = less sure; Figure 4 shades the whole plane, which needs the model).

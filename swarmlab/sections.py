@@ -101,7 +101,7 @@ class SweepConfig:
 
 @dataclass
 class AugmentConfig:
-    """``augment:``. Defaults are the seed's authors' values where they have one."""
+    """``augment:``. Defaults are the paper's authors' values where they have one."""
 
     enabled: bool = True  # false: train copied through unchanged (the with/without ablation)
     seed_offset: int = setting(1, ge=0)  # augmentation seed = seed + seed_offset (prepare's shuffle uses `seed`)

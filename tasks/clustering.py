@@ -1,4 +1,4 @@
-"""Seed 003's amortized-clustering tasks (SWARM mappings, §4.1 and §4.2) on the task contract.
+"""Paper 003's amortized-clustering tasks (SWARM mappings, §4.1 and §4.2) on the task contract.
 
 * ``clustering_direct`` (§4.1): every point of a task gets logits over ``slots`` cluster slots; the loss is the
   Hungarian-matched negative log-likelihood (``tasks.set_losses.hungarian_matched_nll``), computed in fp32.
@@ -568,7 +568,7 @@ class ClusteringMogTask(_SetTask):
 
 
 def plot_direct_example(example: dict, path: Path, title: str = "") -> Path:
-    """Seed 003 Figure 4 for the meter's kept task (``DirectClusteringMeter.example``): see ``plots.clustering_example``."""
+    """Paper 003 Figure 4 for the meter's kept task (``DirectClusteringMeter.example``): see ``plots.clustering_example``."""
     mask = example["mask"].cpu().numpy()
     k = int(example["k"])
     return plots.clustering_example(

@@ -1,4 +1,4 @@
-"""``image_generation``: class-conditional 8-bit image modelling, one 256-way categorical per sub-pixel (seed 003
+"""``image_generation``: class-conditional 8-bit image modelling, one 256-way categorical per sub-pixel (paper 003
 §4.3: the SWARM Transformer on MNIST and Fashion-MNIST). Any ``kind="image"`` model fits:
 ``model(pixels (B, C, H, W) long, labels (B,)) -> logits (B, 256, C, H, W)``, and for samples
 ``model.sample(labels, *, generator, temperature)``.

@@ -1,4 +1,4 @@
-"""Amortized-clustering data of seed 003 (SWARM mappings, §4.1 and §4.2): generators, parquet I/O, batching.
+"""Amortized-clustering data of paper 003 (SWARM mappings, §4.1 and §4.2): generators, parquet I/O, batching.
 
 Pure functions, no pipeline code. The generators use numpy and scipy only; torch appears only in
 :func:`collate` (it returns tensors) and when :func:`balanced_batches` is given a ``torch.Generator``.

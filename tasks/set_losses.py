@@ -1,4 +1,4 @@
-"""Losses and metrics of seed 003's amortized-clustering tasks (torch + scipy; no pipeline code).
+"""Losses and metrics of paper 003's amortized-clustering tasks (torch + scipy; no pipeline code).
 
 * Direct clustering (§4.1): the model gives every point log-probabilities over S cluster *slots*; the slots
   are matched to the true clusters by the Hungarian algorithm (Kuhn 1955) so that the matched log-probability

@@ -4,7 +4,7 @@
 split (epochs of shuffled batches; each epoch's order depends only on (seed, epoch)) or an endless
 source (a fresh batch per step). It validates every ``eval_every`` steps (default: at the end of each
 epoch), keeps the best weights by the task's validation metric (the test split is never seen here),
-answers a plateau by stopping early or by backtracking (seed 003 §4.1.3), stops at ``max_epochs``,
+answers a plateau by stopping early or by backtracking (paper 003 §4.1.3), stops at ``max_epochs``,
 ``max_steps`` or a net-time budget, and checkpoints at every evaluation with every RNG state, so that
 ``fit(..., resume=True)`` after a crash ends exactly where the uninterrupted run ends.
 

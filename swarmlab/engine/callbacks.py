@@ -123,7 +123,7 @@ class EarlyStopping(Callback):
 def should_backtrack(
     earlier: list[float], current: float, *, better: Callable[[float, float], bool], beta: float, warmup: int
 ) -> bool:
-    """Seed 003 §4.1.3: backtrack after evaluation e = len(earlier) + 1 when the most recent evaluations
+    """Paper 003 §4.1.3: backtrack after evaluation e = len(earlier) + 1 when the most recent evaluations
     that are all better than ``current`` are more than ``beta * e``; never in the first ``warmup``.
 
     ``earlier`` holds the validation results of the evaluations before this one as the heuristic records
@@ -141,7 +141,7 @@ def should_backtrack(
 
 
 class Backtracking(Callback):
-    """Seed 003 §4.1.3 (``plateau: backtrack``): on a plateau (``should_backtrack``) or a non-finite loss, restore the
+    """Paper 003 §4.1.3 (``plateau: backtrack``): on a plateau (``should_backtrack``) or a non-finite loss, restore the
     best weights and optimizer state and multiply the learning rate in force by ``alpha``. Keeps the best evaluation's
     optimizer state in ``best_optimizer.pt``; ends the run after ``MAX_NONFINITE_BACKTRACKS`` non-finite losses in a
     row."""

@@ -16,27 +16,27 @@ OPTIMIZER_CHOICES = ("adamw", "adam")
 
 @dataclass
 class TrainConfig:
-    batch_size: int = setting(48, ge=1, roles=("budget",))  # seed 000 best config
-    lr: float = setting(4.74e-4, gt=0, roles=("budget",))  # seed 000 best config
-    weight_decay: float = setting(0.0381, ge=0)  # seed 000 best config (AdamW: decoupled; Adam: L2)
-    optimizer: str = setting("adamw", choices=OPTIMIZER_CHOICES)  # seed 003 trains with Adam
+    batch_size: int = setting(48, ge=1, roles=("budget",))  # paper 000 best config
+    lr: float = setting(4.74e-4, gt=0, roles=("budget",))  # paper 000 best config
+    weight_decay: float = setting(0.0381, ge=0)  # paper 000 best config (AdamW: decoupled; Adam: L2)
+    optimizer: str = setting("adamw", choices=OPTIMIZER_CHOICES)  # paper 003 trains with Adam
     # passes over finite data; 0 = no limit (max_steps or time_budget_s end it)
     max_epochs: int = setting(20, ge=0, roles=("resumable", "budget"))
     max_steps: int = setting(0, ge=0, roles=("resumable", "budget"))  # optimizer steps; 0 = no limit
     eval_every: int = setting(0, ge=0)  # steps between validations; 0 = at the end of every epoch (finite data only)
     # stop after this many evaluations without a better validation metric; 0 = never
     patience: int = setting(5, ge=0, roles=("resumable", "budget"))
-    # What a plateau triggers: "stop" (early stopping after `patience`) or "backtrack": seed 003 §4.1.3, restore the
+    # What a plateau triggers: "stop" (early stopping after `patience`) or "backtrack": paper 003 §4.1.3, restore the
     # best weights and optimizer state and multiply the learning rate by backtrack_alpha when the latest evaluations
     # that are all better than the current one outnumber backtrack_beta of all evaluations (never in the first
     # backtrack_warmup); a non-finite loss then backtracks instead of stopping the run.
     plateau: str = setting("stop", choices=PLATEAU_CHOICES, roles=("budget",))
-    backtrack_alpha: float = setting(0.9, gt=0, le=1)  # seed 003: learning-rate discount per backtrack
-    backtrack_beta: float = setting(0.2, ge=0, lt=1)  # seed 003: horizon, a share of the evaluations so far
-    backtrack_warmup: int = setting(5, ge=0)  # seed 003: the first 5 epochs are never backtracked
+    backtrack_alpha: float = setting(0.9, gt=0, le=1)  # paper 003: learning-rate discount per backtrack
+    backtrack_beta: float = setting(0.2, ge=0, lt=1)  # paper 003: horizon, a share of the evaluations so far
+    backtrack_warmup: int = setting(5, ge=0)  # paper 003: the first 5 epochs are never backtracked
     # share of the planned steps after which lr x lr_decay_factor; 0 = off
     lr_decay_at: float = setting(0.0, ge=0, lt=1)
-    lr_decay_factor: float = setting(0.1, gt=0, le=1)  # seed 003's MoG experiment: lr x 0.1 at 70% of the steps
+    lr_decay_factor: float = setting(0.1, gt=0, le=1)  # paper 003's MoG experiment: lr x 0.1 at 70% of the steps
     warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
     seed: int = setting(0, ge=0)

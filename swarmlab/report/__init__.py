@@ -1,4 +1,4 @@
-"""The report's library: the seeds' claims as data (claims), intervals and paired tests (stats), per-item test scores
+"""The report's library: the papers' claims as data (claims), intervals and paired tests (stats), per-item test scores
 and the test-split record (testsplit), our runs as read from the metrics files (results), the verdicts (ledger), their
 layout (render), one provenance and dvc.lock staleness (provenance), and the papers' rows (baselines); the rest of the
 document is assembled by ``assemble`` from one module per section (papers, memory, tables, figures, ablations, side),

@@ -1,4 +1,4 @@
-"""The seeds' claims as data (``swarmlab/report/claims.yaml``): loaded, checked, one line per bad entry.
+"""The papers' claims as data (``swarmlab/report/claims.yaml``): loaded, checked, one line per bad entry.
 
 Each claim names the comparison that decides it (``decided_by``); ``swarmlab.report.ledger`` computes its verdict
 from the metrics files. The format is described at the top of the YAML file and in docs/reports.md.
@@ -20,8 +20,8 @@ import yaml
 from swarmlab.errors import SwarmlabError
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
-SEEDS = ("000", "001", "002", "003")
-FIELDS = ("id", "seed", "section", "words", "metric", "paper", "paper_profile", "decided_by")
+PAPERS = ("000", "001", "002", "003")
+FIELDS = ("id", "paper_id", "section", "words", "metric", "paper", "paper_profile", "decided_by")
 OPTIONAL = ("requires", "note")
 OPS = (">=", "<=", ">", "<", "==")
 DIRECTIONS = ("a_higher", "a_lower", "equal", "a_not_worse")
@@ -43,7 +43,7 @@ RATIO_SOURCES = ("memory_scaling", "table")
 @dataclasses.dataclass(frozen=True)
 class Claim:
     id: str
-    seed: str
+    paper_id: str  # 000-003: the paper the claim is quoted from
     section: str
     words: str
     metric: str
@@ -93,8 +93,8 @@ def check_entry(entry, profiles: set[str] | None = None) -> str | None:
     unknown = sorted(set(entry) - set(FIELDS) - set(OPTIONAL))
     if missing or unknown:
         return f"missing {missing} / unknown {unknown} fields; fields are {list(FIELDS + OPTIONAL)}"
-    if str(entry["seed"]) not in SEEDS:
-        return f'seed {entry["seed"]!r} is not one of {", ".join(SEEDS)} (quote it: "000")'
+    if str(entry["paper_id"]) not in PAPERS:
+        return f'paper_id {entry["paper_id"]!r} is not one of {", ".join(PAPERS)} (quote it: "000")'
     if not isinstance(entry["paper"], dict) or not all(
         _number(v) or isinstance(v, list) for v in entry["paper"].values()
     ):
@@ -179,7 +179,7 @@ def check_file(path: Path = CLAIMS_FILE, profiles: set[str] | None = None) -> tu
             errors.append(f"{name}: {problem}")
             continue
         seen.add(entry["id"])
-        claims.append(Claim(**{**entry, "seed": str(entry["seed"])}))
+        claims.append(Claim(**{**entry, "paper_id": str(entry["paper_id"])}))
     return errors, claims
 
 

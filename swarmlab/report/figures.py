@@ -51,7 +51,7 @@ def figures_section(rep: Report) -> list:
         d.add(Para("No evaluation figures yet (`reports/evaluate/<task>/plots/`)."))
 
     d.add(
-        Heading(3, "Score against parameters (seed 003 Figure 2 style)"),
+        Heading(3, "Score against parameters (paper 003 Figure 2 style)"),
         Para(
             "Our models (dots; our frontier dashed) and the papers' rows that state a parameter count (crosses), per task."
         ),

@@ -98,7 +98,7 @@ class TaskData:
             return ev["peak_memory_mb"] / 1024
         if metric == "inference_time_s" and is_number(ev.get("throughput_samples_per_s")) and ev.get("test_rows"):
             return ev["test_rows"] / ev["throughput_samples_per_s"]
-        if metric.startswith("train_"):  # the last training row of the history (e.g. seed 003's last-epoch train loss)
+        if metric.startswith("train_"):  # the last training row of the history (e.g. paper 003's last-epoch train loss)
             rows = self.histories.get(model) or []
             if rows and is_number(rows[-1].get(metric)):
                 return rows[-1][metric]

@@ -1,4 +1,4 @@
-"""Memory scaling beside seed 000 Figure 3: our forward's memory increment per model at the largest N measured
+"""Memory scaling beside paper 000 Figure 3: our forward's memory increment per model at the largest N measured
 (``reports/memory_scaling/``, ``dvc repro memory_scaling``) against the paper's figure at N = 100,000; a difference
 beyond the paper's rounding is a disagreement (``rep.disagreements``)."""
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
 
 def memory_section(rep: Report) -> list:
     d = Document("")
-    d.add(Heading(2, "Memory scaling (seed 000 Figure 3)"))
+    d.add(Heading(2, "Memory scaling (paper 000 Figure 3)"))
     folder = rep.reports / "memory_scaling"
     results = read_json(folder / "results.json")
     if not results:

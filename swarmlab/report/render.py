@@ -105,7 +105,7 @@ def how_table(rows: list[Row]) -> Table:
         why = r.why + (f" · {r.test}" if r.test else "")
         body.append(
             [
-                f"`{c.id}` ({c.seed} {c.section})",
+                f"`{c.id}` ({c.paper_id} {c.section})",
                 f"“{words}”",
                 seeds_cell(r),
                 r.budget or "—",
@@ -233,12 +233,12 @@ def headline(rows: list[Row]) -> Para:
     return Para(text)
 
 
-def track_paragraph(seed: str, rows: list[Row]) -> Para:
+def track_paragraph(paper: str, rows: list[Row]) -> Para:
     """What a reader should take from one track, assembled from its rows."""
-    mine = [r for r in rows if r.claim.seed == seed]
+    mine = [r for r in rows if r.claim.paper_id == paper]
     counts = {v: [r for r in mine if r.verdict == v] for v in VERDICTS}
     parts = [
-        f"**{TRACKS.get(seed, seed)}.** {len(mine)} claims: "
+        f"**{TRACKS.get(paper, paper)}.** {len(mine)} claims: "
         + ", ".join(f"{len(v)} {k}" for k, v in counts.items() if v)
         + "."
     ]
@@ -334,7 +334,7 @@ def ledger_blocks(
         how_table(rows),
         Heading(3, "What each track shows"),
     ]
-    blocks += [track_paragraph(seed, rows) for seed in TRACKS if any(r.claim.seed == seed for r in rows)]
+    blocks += [track_paragraph(paper, rows) for paper in TRACKS if any(r.claim.paper_id == paper for r in rows)]
     charts = [r for r in rows if r.compared and r.lo is not None and r.hi is not None and r.lo != r.hi]
     blocks.append(Heading(3, "Ledger comparisons with their intervals"))
     drawn = False

@@ -63,7 +63,7 @@ class PublicISAB(nn.Module):
 
 class PublicISABEncoder(nn.Module):
     """``num_layers`` public ISABs (the first from the input width) and a per-entity Linear to ``dim_output``:
-    the encoder part seed 003 §4.1.2 compares, called as the set models are, ``model(x, mask)`` (the mask is
+    the encoder part paper 003 §4.1.2 compares, called as the set models are, ``model(x, mask)`` (the mask is
     ignored: the public blocks cannot exclude padding)."""
 
     def __init__(

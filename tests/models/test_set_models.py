@@ -334,7 +334,7 @@ def test_unknown_overrides_and_wrong_input_widths_are_errors():
 
 
 def test_default_sizes_are_the_papers_best_codes():
-    """Table 2 of seed 003: SetTransformer (32-60-3), SetLinear (64-6), (max) (96-6), LSTM (128-3), sorted (64-3)."""
+    """Table 2 of paper 003: SetTransformer (32-60-3), SetLinear (64-6), (max) (96-6), LSTM (128-3), sorted (64-3)."""
     isab = models.create_model("set_transformer_isab").cfg
     assert (isab.dim_hidden, isab.num_inds, isab.num_layers) == (32, 60, 3)
     assert (

@@ -1,4 +1,4 @@
-"""The frontier stage (seed 003 Figure 2): points from the train stage and a sweep, each family's frontier."""
+"""The frontier stage (paper 003 Figure 2): points from the train stage and a sweep, each family's frontier."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def test_both_full_attention_baselines_are_compared_with_swarmformer():
     sdpa, dense = c["baselines"]
     assert (sdpa["kind"], sdpa["gb"], sdpa["ratio"]) == ("measured", pytest.approx(0.5), pytest.approx(2.0))
     assert (dense["kind"], dense["gb"], dense["ratio"]) == ("predicted", pytest.approx(320.0), pytest.approx(1280.0))
-    assert c["seed_ratio"] == pytest.approx(37.37 / 0.74)
+    assert c["paper_ratio"] == pytest.approx(37.37 / 0.74)
     text = ms.goals_text(ms.check_goals(pts, goals))
     assert "transformer_dense >= 320.00 GB (predicted, not run)" in text and "= 1280x" in text
     pts[2]["status"] = "timeout"  # neither measured nor predicted: no ratio, not a crash

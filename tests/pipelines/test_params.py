@@ -73,7 +73,7 @@ def test_repo_params_resolve_for_every_profile():
     imdb = paper["tasks"]["imdb"]
     assert paper["train"]["patience"] == 5 and imdb["model_overrides"]["dropout"] == 0.4
     assert set(imdb["models"]) == {"swarmformer_small", "swarmformer_base"}
-    # each model at its own column of the seed's Table 1, as the train stage resolves it
+    # each model at its own column of the paper's Table 1, as the train stage resolves it
     columns = {"swarmformer_small": (96, 4.76e-4, 0.0541, 0.3), "swarmformer_base": (48, 4.74e-4, 0.0381, 0.4)}
     for model, column in columns.items():
         t = train_settings(paper, "imdb", model)

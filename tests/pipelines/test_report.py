@@ -282,7 +282,7 @@ def test_a_run_is_set_only_against_the_paper_rows_its_config_matches(tmp_path):
         write_items(reports / "evaluate" / "clustering_mog", f"{m}-seed0", Meter(v), [0.01])
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     md = (reports / "REPORT.md").read_text()
-    table = md.split("#### Seed 003 (Vollgraf, SWARM mappings): Table 3")[1].split("\n#")[0]
+    table = md.split("#### Paper 003 (Vollgraf, SWARM mappings): Table 3")[1].split("\n#")[0]
     isab16 = next(r for r in table.splitlines() if r.startswith("| Set Transformer ISAB (16) + PMA — paper"))
     isab32 = next(r for r in table.splitlines() if r.startswith("| Set Transformer ISAB (32) + PMA — paper"))
     assert "no matching run" in isab16 and "`set_transformer_isab-seed0`" in isab32

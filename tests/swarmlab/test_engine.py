@@ -277,7 +277,7 @@ def test_numpy_drawing_generator_resumes_bit_for_bit(tmp_path):
 
 
 def paper_rule(losses: list[float], e: int, beta: float = 0.2, warmup: int = 5) -> bool:
-    """Seed 003 §4.1.3 read literally: after epoch e (never in the first 5), count the most recent epochs that
+    """Paper 003 §4.1.3 read literally: after epoch e (never in the first 5), count the most recent epochs that
     all have a better validation loss than the current one; backtrack if the count exceeds beta of all epochs."""
     if e <= warmup:
         return False

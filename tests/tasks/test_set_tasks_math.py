@@ -1,4 +1,4 @@
-"""Seed 003's set tasks: generators match their spec, parquet round trip and errors, batching, Hungarian loss,
+"""Paper 003's set tasks: generators match their spec, parquet round trip and errors, batching, Hungarian loss,
 clustering metrics and the mixture-of-Gaussians likelihood (checked against brute force, hand values and scipy)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ CLAIMS = load_claims(profiles=PROFILES)
 
 
 def test_every_seed_has_claims_and_the_issue_s_named_claims_are_there():
-    assert {c.seed for c in CLAIMS} == set(FILES)
+    assert {c.paper_id for c in CLAIMS} == set(FILES)
     by_id = {c.id: c for c in CLAIMS}
     assert by_id["s000-small-accuracy"].decided_by["value"] == 0.862
     assert by_id["s003-swarm-beats-isab-direct"].decided_by["protocol"] == "equal net time"
@@ -36,7 +36,7 @@ def test_every_seed_has_claims_and_the_issue_s_named_claims_are_there():
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
 def test_each_claim_s_words_are_in_its_paper(claim):
-    paper = PAPERS / FILES[claim.seed]
+    paper = PAPERS / FILES[claim.paper_id]
     if not paper.is_file():
         pytest.skip(f"{paper} is not on this machine (set SWARMLAB_PAPERS)")
     assert normalise_quote(claim.words) in normalise_quote(paper.read_text(encoding="utf-8")), claim.id

@@ -59,7 +59,7 @@ def write_task(reports: Path, task: str, runs: dict[str, dict[int, np.ndarray]])
 def claim(cid: str, decided_by: dict, paper_profile: str = "paper") -> Claim:
     return Claim(
         id=cid,
-        seed="000",
+        paper_id="000",
         section="§1",
         words="words",
         metric=decided_by.get("metric", "m"),
