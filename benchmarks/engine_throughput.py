@@ -11,6 +11,9 @@ model step, and the engine's ``fit`` (each ``train.compile`` mode asked for).
   forward, cross-entropy, zero_grad, backward, clip, AdamW; nothing else. The floor ``fit`` is held to.
 * **fit**: ``swarmlab.engine.fit`` on a tokenized split in memory, timed by its own net-training
   clock over the second stretch of ``--steps`` steps (the first one pays for compilation and warm-up).
+* **evaluate** (``--eval-rows N``, 0 = off): the evaluate stage's own measurement
+  (``swarmlab.evaluation.measure``: eval mode, no grad, batch ``--eval-batch``, the amp of the other rows) over N
+  synthetic reviews; its throughput (on CUDA the unsynchronised second pass). Not a training row: printed apart.
 
 Data: random token ids (vocabulary 30,522, L=256, batch 48: the paper profile's shapes). Samples/s are
 medians over ``--rounds`` rounds, interleaved (authors, bare, fit, authors, ...) so that a noisy, shared
@@ -18,6 +21,7 @@ machine slows every row alike; the ratios are of medians from this one run.
 
     python benchmarks/engine_throughput.py [--device cpu|cuda|auto] [--steps 8] [--rounds 3]
                                            [--compile eager,default,reduce-overhead] [--threads 0]
+                                           [--eval-rows 0] [--eval-batch 256]
 """
 
 from __future__ import annotations
@@ -117,6 +121,19 @@ def engine_fit(data: TokenizedTextDataset, val: TokenizedTextDataset, steps: int
     return result.history[-1]["train_samples_per_s"]
 
 
+def evaluate_rate(rows: int, batch_size: int, device: torch.device, amp: bool) -> float:
+    """Samples/s of the evaluate stage's measurement pass over ``rows`` synthetic reviews."""
+    from swarmlab.evaluation.measure import measure
+
+    torch.manual_seed(0)
+    model = create_model("swarmformer_small").to(device)
+    data = synthetic(rows, 2).to(device)
+    _, _, speed = measure(
+        model, get_task("imdb"), data, batch_size=batch_size, warmup_batches=2, device=device, amp=amp
+    )
+    return speed["throughput_samples_per_s"]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
@@ -129,7 +146,11 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--amp", default="auto", help="fit's and the bare step's amp: fp32, bf16 or auto (default)")
+    parser.add_argument("--eval-rows", type=int, default=0, help="reviews for the evaluate row (default 0: no row)")
+    parser.add_argument("--eval-batch", type=int, default=256, help="the evaluate row's batch size (default 256)")
     args = parser.parse_args(argv)
+    if args.eval_rows < 0 or args.eval_batch < 1:
+        parser.error("--eval-rows must be >= 0 and --eval-batch >= 1")
     device = torch.device(
         "cuda"
         if args.device == "auto" and torch.cuda.is_available()
@@ -171,6 +192,10 @@ def main(argv=None) -> None:
         for m in modes:
             rows[f"fit, compile {m}"].append(engine_fit(data, val, args.steps, TrainConfig(**base, compile=m)))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items()), flush=True)
+    evals = [
+        evaluate_rate(args.eval_rows, args.eval_batch, device, amp == "bf16")
+        for _ in range(args.rounds * bool(args.eval_rows))
+    ]
     med = {k: statistics.median(v) for k, v in rows.items()}
     print("\n| row | samples/s (median) | x authors' loop | x bare step |\n|---|---:|---:|---:|")
     for k, v in med.items():
@@ -180,6 +205,13 @@ def main(argv=None) -> None:
         print(
             f"\nfit (compile eager) costs {100 * (1 - fit_off / med['bare step']):+.1f}% against the bare step "
             f"(goal on CPU: <= 5%)"
+        )
+    if evals:
+        print(
+            f"\nevaluate (swarmlab.evaluation.measure, batch {args.eval_batch}, {args.eval_rows} reviews): "
+            f"{statistics.median(evals):,.0f} samples/s (median of {len(evals)}: "
+            + ", ".join(f"{e:,.0f}" for e in evals)
+            + ")"
         )
 
 
