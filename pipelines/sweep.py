@@ -22,16 +22,9 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR
 from swarmlab.progress import progress_enabled
-from swarmlab.runs import default_task, make_task
+from swarmlab.spec import resolve_sweep
 from swarmlab.stage_cli import params_from, stage_parser
-from swarmlab.sweep.setup import (
-    check_settings,
-    configured_models,
-    max_evaluations,
-    model_names,
-    model_space,
-    trial_train_config,
-)
+from swarmlab.sweep.setup import max_evaluations, model_space
 from swarmlab.sweep.tables import write_reports
 from swarmlab.sweep.tune import load_state, sweep_models
 from swarmlab.tracking import check_tracking_uri
@@ -58,18 +51,17 @@ def sweep(
 ) -> dict:
     """Sweep every requested model on one task; returns the content of ``best_params.json``.
 
-    Everything that can be checked without Ray (task, models, spaces, data) is checked before Ray starts.
+    Everything that can be checked without Ray (task, models, spaces, data) is checked before Ray starts. The
+    params are read once, here: ``resolve_sweep`` gives the spec the driver, its trials and its tables take.
     ``options`` replace keys of the task's options (``--data-dir`` sets ``data_dir``).
     """
-    task = make_task(params, default_task(params, task_name), options=options)
-    task.root = task.root.resolve()
-    cfg = check_settings(params)
+    spec = resolve_sweep(params, task_name, models=models, options=options)
     if num_samples is not None and num_samples < 1:
         raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
-    names = model_names(models or configured_models(params, task), task)
+    task = spec.task.build()
     task.model_kwargs()  # the data's facts (a missing data folder is the first error)
-    spaces = {name: model_space(name, task, params) for name in names}
-    max_evaluations(trial_train_config(params, task.key))
+    spaces = {m.model: model_space(m, task, spec.spaces) for m in spec.models}
+    max_evaluations(spec.horizon)
 
     out_dir = Path(out_root).resolve() / task.key
     state = load_state(out_dir, task.key, resume)
@@ -77,11 +69,9 @@ def sweep(
     if tracking:
         check_tracking_uri()
     results = sweep_models(
-        names,
+        spec,
         spaces,
         task=task,
-        params=params,
-        cfg=cfg,
         ray_dir=out_dir / "ray",
         state=state,
         address=address,
@@ -92,7 +82,8 @@ def sweep(
         callbacks=callbacks,
         num_samples=num_samples,
     )
-    return write_reports(Path(report_root).resolve() / task.key, task=task, params=params, state=state, results=results)
+    report_dir = Path(report_root).resolve() / task.key
+    return write_reports(report_dir, task=task, profile=spec.profile, state=state, results=results)
 
 
 @cli

@@ -1,18 +1,23 @@
 """What a sweep runs: the checked ``sweep`` section, the models to sweep and their search spaces, the engine
 settings every trial starts from, ASHA's horizon and the resources each trial asks of the cluster.
 
-Everything here is checked before Ray starts.
+Everything here is checked before Ray starts. The functions that take ``params`` are the sweep's resolver's
+(swarmlab/spec.py: ``resolve_sweep``); the rest take its spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.runs import model_names as task_models
 from swarmlab.schedule.cluster import request
 from swarmlab.sections import section
 from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
+
+if TYPE_CHECKING:
+    from swarmlab.spec import SweepModelSpec
 
 
 def check_settings(params: dict) -> dict:
@@ -26,11 +31,11 @@ def trial_resources(nodes: list[dict], cpus: float, gpus: float) -> dict:
     return request(nodes, cpus, gpus, cpus_key="sweep.cpus_per_trial", gpus_key="sweep.gpus_per_trial").tune()
 
 
-def model_names(requested: list[str], task) -> list[str]:
-    """Registered models that fit ``task``; ``all`` expands to every one of them."""
+def sweep_model_names(requested: list[str], key: str, kind: str) -> list[str]:
+    """Registered models that fit task ``key`` (whose models take ``kind`` inputs); ``all`` expands to every one."""
     import models  # torch: loaded once models are built
 
-    fitting = models.list_models(kind=task.model_kind)
+    fitting = models.list_models(kind=kind)
     names = []
     for name in requested:
         if name == "all":
@@ -40,10 +45,10 @@ def model_names(requested: list[str], task) -> list[str]:
             entry = models.model_entry(name)
         except KeyError as exc:
             raise SwarmlabError(f"{exc.args[0]} (--models / sweep.models)") from None
-        if entry.kind != task.model_kind:
+        if entry.kind != kind:
             raise SwarmlabError(
-                f"model {name!r} takes {entry.kind!r} inputs but task {task.key!r} ({task.name}) needs "
-                f"{task.model_kind!r} models: {', '.join(fitting)}"
+                f"model {name!r} takes {entry.kind!r} inputs but task {key!r} needs {kind!r} models: "
+                f"{', '.join(fitting)}"
             )
         if name not in names:
             names.append(name)
@@ -52,7 +57,7 @@ def model_names(requested: list[str], task) -> list[str]:
     return names
 
 
-def configured_models(params: dict, task) -> list[str]:
+def configured_models(params: dict, key: str, kind: str) -> list[str]:
     """The models to sweep when ``--models`` is not given: the entries of ``sweep.models`` that fit the task's kind
     (``all`` = every fitting model), or, when none does (the list names another track's models), the task's own
     ``tasks.<task>.models``. Unknown names are still errors."""
@@ -65,9 +70,9 @@ def configured_models(params: dict, task) -> list[str]:
                 models.model_entry(name)
             except KeyError as exc:
                 raise SwarmlabError(f"{exc.args[0]} (sweep.models)") from None
-        if name == "all" or models.model_entry(name).kind == task.model_kind:
+        if name == "all" or models.model_entry(name).kind == kind:
             fitting.append(name)
-    return fitting or task_models(params, task.key)
+    return fitting or task_models(params, key)
 
 
 def trial_train_config(params: dict, task_name: str, model: str | None = None) -> dict:
@@ -101,20 +106,19 @@ def max_evaluations(train: dict) -> int:
     return -(-train["max_steps"] // train["eval_every"])
 
 
-def model_space(name: str, task, params: dict) -> ResolvedSpace:
-    """The checked search space of model ``name`` (the model is built once to read its config fields)."""
+def model_space(model: SweepModelSpec, task, spaces: dict) -> ResolvedSpace:
+    """The checked search space of ``model`` on ``task`` (the model is built once to read its config fields)."""
     from swarmlab.engine import TrainConfig  # torch: loaded once models are built
-    from swarmlab.run_config import build_model, model_overrides
+    from swarmlab.run_config import build_model
 
-    model = build_model(name, task, {})
-    base_train = trial_train_config(params, task.key, name)
+    built = build_model(model.model, task, {})
     return resolve_space(
-        params["sweep"]["spaces"],
+        spaces,
         task.key,
-        name,
-        model_cfg=model.cfg,
+        model.model,
+        model_cfg=built.cfg,
         train_fields=frozenset(f.name for f in dataclasses.fields(TrainConfig)),
-        check_train=lambda kw: TrainConfig(**{**base_train, **kw}),
+        check_train=lambda kw: TrainConfig(**{**model.train, **kw}),
         data_seq_len=task.max_seq_len(),
-        model_overrides=model_overrides(params, task.key, name),
+        model_overrides=dict(model.overrides),
     )

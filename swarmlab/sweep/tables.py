@@ -41,7 +41,7 @@ def rank(rows: list[dict], key: str, mode: str) -> list[dict]:
     return ranked
 
 
-def write_reports(report_dir: Path, *, task, params: dict, state: dict, results: dict) -> dict:
+def write_reports(report_dir: Path, *, task, profile: str, state: dict, results: dict) -> dict:
     """``best_params.json``, ``summary.md`` and ``summary.csv`` (every trial of every model, ranked)."""
     from swarmlab.sweep.trial import objective  # the trial module imports ray.tune: heavy, and a table needs none
 
@@ -67,7 +67,7 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
     model_rows = rank([{"model": n, **v} for n, v in per_model.items()], metric, task.mode)
     best_params = {
         "task": task.key,
-        "profile": params["profile"],
+        "profile": profile,
         "sweep_id": state["sweep_id"],
         "metric": metric,
         "mode": task.mode,
@@ -94,7 +94,7 @@ def write_reports(report_dir: Path, *, task, params: dict, state: dict, results:
         "params",
     ]
     md = (
-        f"# Sweep of {task.key} ({params['profile']} profile, sweep {state['sweep_id']})\n\n"
+        f"# Sweep of {task.key} ({profile} profile, sweep {state['sweep_id']})\n\n"
         f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
         + format_table(model_rows, model_cols, markdown=True)
         + "\n## Trials\n\n"

@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
@@ -19,8 +20,11 @@ from swarmlab.schedule.cluster import absolute_tracking_uri, connect_ray, resolv
 from swarmlab.sections import SweepConfig
 from swarmlab.sweep.orphans import close_orphan_runs
 from swarmlab.sweep.search_space import ResolvedSpace
-from swarmlab.sweep.setup import max_evaluations, trial_resources, trial_train_config
+from swarmlab.sweep.setup import max_evaluations, trial_resources
 from swarmlab.sweep.tables import rank
+
+if TYPE_CHECKING:
+    from swarmlab.spec import SweepModelSpec, SweepSpec
 
 STATE_FILE = "state.json"
 # the sweep's own settings (the section but its models, address and search spaces), as SweepConfig declares them
@@ -36,11 +40,11 @@ def _trial_name(trial) -> str:
 
 
 def sweep_model(
-    name: str,
+    model: SweepModelSpec,
     space: ResolvedSpace,
     *,
     task,
-    params: dict,
+    spec: SweepSpec,
     ray_dir: Path,
     state: dict,
     resources: dict,
@@ -59,15 +63,15 @@ def sweep_model(
 
     from swarmlab.sweep.trial import run_trial
 
-    cfg = params["sweep"]
+    name, cfg = model.model, spec.settings
     entry = state["models"].setdefault(name, {})
     settings = {k: cfg[k] for k in SETTINGS} | ({"num_samples": num_samples} if num_samples else {})
     uri = absolute_tracking_uri() if tracking else None
-    parent = _parent_run(name, space, task, params, state, entry, settings, uri)
+    parent = _parent_run(name, space, task, spec.profile, state, entry, settings, uri)
     entry["parent_run_id"] = parent.run_id
     atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
-    ctx = _trial_context(name, space, task, params, state, uri, parent.run_id)
+    ctx = _trial_context(model, space, task, spec, state, uri, parent.run_id)
     trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
     exp_dir = ray_dir / name
     os.environ.setdefault(
@@ -90,7 +94,7 @@ def sweep_model(
     return _results(name, space, task, grid, parent, exp_dir, uri, tracking)
 
 
-def _parent_run(name, space, task, params, state, entry, settings, uri):
+def _parent_run(name, space, task, profile, state, entry, settings, uri):
     """The model's MLflow parent run ``sweep-<model>`` (its settings and space logged once; continued on resume)."""
     from swarmlab.tracking import MlflowTracker, NullTracker
 
@@ -107,7 +111,7 @@ def _parent_run(name, space, task, params, state, entry, settings, uri):
             "model": name,
             "task": task.key,
             "sweep_id": state["sweep_id"],
-            "profile": str(params["profile"]),
+            "profile": profile,
             "git_commit": git_commit(),
         },
     )
@@ -123,7 +127,7 @@ def _parent_run(name, space, task, params, state, entry, settings, uri):
     return parent
 
 
-def _trial_context(name, space, task, params, state, uri, parent_run_id):
+def _trial_context(model, space, task, spec, state, uri, parent_run_id):
     """What every trial of the model is told: the task to build, the model, its space and training settings."""
     from swarmlab.sweep.trial import TrialContext
 
@@ -132,17 +136,17 @@ def _trial_context(name, space, task, params, state, uri, parent_run_id):
         key=task.key,
         options=dataclasses.asdict(task.options),
         root=str(task.root),
-        model=name,
+        model=model.model,
         space=space,
-        train=trial_train_config(params, task.key, name),
+        train=dict(model.train),
         monitor=task.monitor,
         mode=task.mode,
-        cpus_per_trial=params["sweep"]["cpus_per_trial"],
+        cpus_per_trial=spec.settings["cpus_per_trial"],
         sweep_id=state["sweep_id"],
         tracking_uri=uri,
         experiment=f"{task.key}-sweep",
         parent_run_id=parent_run_id,
-        tags={"profile": str(params["profile"]), "git_commit": git_commit()},
+        tags={"profile": spec.profile, "git_commit": git_commit()},
     )
 
 
@@ -290,42 +294,41 @@ def load_state(out_dir: Path, task_key: str, resume: bool) -> dict:
 
 
 def sweep_models(
-    names: list[str],
+    spec: SweepSpec,
     spaces: dict[str, ResolvedSpace],
     *,
     task,
-    params: dict,
-    cfg: dict,
     ray_dir: Path,
     state: dict,
     address: str | None,
     num_cpus: int | None,
     **kwargs,
 ) -> dict:
-    """Connect to Ray (or start a local one, shut down again at the end) and sweep each of ``names`` in turn;
-    ``kwargs`` go to ``sweep_model``. Returns each model's trials and best trial."""
+    """Connect to Ray (or start a local one, shut down again at the end) and sweep each of the spec's models in
+    turn; ``kwargs`` go to ``sweep_model``. Returns each model's trials and best trial."""
     import ray  # ray: heavy, and only a sweep or a run on Ray needs it
 
-    started = connect_ray(resolve_address(address, params["sweep"]["address"]), num_cpus=num_cpus)
+    cfg = spec.settings
+    started = connect_ray(resolve_address(address, cfg["address"]), num_cpus=num_cpus)
     try:
         ray_dir.mkdir(parents=True, exist_ok=True)
         resources = trial_resources(ray.nodes(), cfg["cpus_per_trial"], cfg["gpus_per_trial"])
         t0 = time.perf_counter()
         results = {
-            name: sweep_model(
-                name,
-                spaces[name],
+            model.model: sweep_model(
+                model,
+                spaces[model.model],
                 task=task,
-                params=params,
+                spec=spec,
                 ray_dir=ray_dir,
                 state=state,
                 resources=resources,
                 **kwargs,
             )
-            for name in names
+            for model in spec.models
         }
         print(
-            f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(names)} model(s) "
+            f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(spec.models)} model(s) "
             f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})",
             flush=True,
         )

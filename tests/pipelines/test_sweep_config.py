@@ -18,6 +18,7 @@ from swarmlab.params import load_params, validate_all
 from swarmlab.sweep.search_space import resolve_space
 from pipelines.sweep import main
 from swarmlab.schedule.cluster import check_reachable
+from swarmlab.spec import resolve_sweep
 from swarmlab.sweep.setup import model_space, trial_resources, trial_train_config
 from tasks import get_task
 
@@ -43,6 +44,12 @@ class ImdbFacts(type(get_task("imdb"))):
 IMDB = ImdbFacts()
 
 
+def sweep_space(params: dict, model: str, task):
+    """``model``'s space on ``task`` as the sweep resolves it (resolve_sweep, then model_space)."""
+    spec = resolve_sweep(params, task.key, models=[model])
+    return model_space(spec.model(model), task, spec.spaces)
+
+
 def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int = 768, overrides=None):
     cfg = models.create_model(model, vocab_size=100, num_classes=2).cfg
     return resolve_space(
@@ -59,7 +66,7 @@ def space_for(spaces: dict, model: str = "swarmformer_small", data_seq_len: int 
 
 def test_seed_space_searches_only_divisible_cluster_seq_len_pairs():
     params = load_params(profile="paper")
-    space = model_space("swarmformer_small", IMDB, params)
+    space = sweep_space(params, "swarmformer_small", IMDB)
     spec = params["sweep"]["spaces"]["imdb"]["swarmformer*"]
     joint = [d for d in space.dims if d.kind == "joint"]
     assert [d.fields for d in joint] == [("cluster_size", "seq_len")]
@@ -103,7 +110,7 @@ def test_space_narrowed_to_short_data_factorises_and_reports_unusable_values():
 @pytest.mark.parametrize("model", models.list_models(kind="text"))
 def test_every_text_model_gets_a_valid_space_in_every_profile(profile, model):
     params = load_params(profile=profile)
-    space = model_space(model, ImdbFacts(params["tokenize"]["seq_len"]), params)
+    space = sweep_space(params, model, ImdbFacts(params["tokenize"]["seq_len"]))
     assert space.dims
     cfg_fields = {f.name for f in dataclasses.fields(models.create_model(model, vocab_size=100, num_classes=2).cfg)}
     assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
@@ -115,7 +122,7 @@ def test_every_set_model_gets_a_valid_clustering_space_in_every_profile(profile,
     from swarmlab.runs import make_task
 
     params = load_params(profile=profile)
-    space = model_space(model, make_task(params, "clustering_direct"), params)
+    space = sweep_space(params, model, make_task(params, "clustering_direct"))
     assert space.dims and space.source.startswith("sweep.spaces.clustering_direct.")
     cfg_fields = {f.name for f in dataclasses.fields(models.create_model(model).cfg)}
     assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
@@ -137,14 +144,18 @@ def test_a_task_sweeps_its_own_models_when_sweep_models_name_another_tracks():
     from swarmlab.sweep.setup import configured_models
 
     params = load_params(profile="smoke")
-    assert configured_models(params, IMDB) == ["swarmformer_small"]
+    assert configured_models(params, "imdb", "text") == ["swarmformer_small"]
     direct = make_task(params, "clustering_direct")
-    assert configured_models(params, direct) == params["tasks"]["clustering_direct"]["models"]
+    assert configured_models(params, direct.key, direct.model_kind) == params["tasks"]["clustering_direct"]["models"]
+    assert [m.model for m in resolve_sweep(params, "clustering_direct").models] == params["tasks"]["clustering_direct"][
+        "models"
+    ]
     params["sweep"]["models"] = ["swarmformer_small", "swarm"]
-    assert configured_models(params, direct) == ["swarm"]
+    assert configured_models(params, direct.key, direct.model_kind) == ["swarm"]
+    assert [m.model for m in resolve_sweep(params, "clustering_direct").models] == ["swarm"]
     params["sweep"]["models"] = ["swram"]
     with pytest.raises(SwarmlabError, match=r"unknown model 'swram'.*\(sweep.models\)"):
-        configured_models(params, direct)
+        configured_models(params, direct.key, direct.model_kind)
 
 
 @dataclasses.dataclass
@@ -184,7 +195,7 @@ def toy_model():
 
 def test_a_model_without_its_own_space_gets_the_generic_one(toy_model):
     params = load_params(profile="paper")
-    space = model_space(toy_model, IMDB, params)
+    space = sweep_space(params, toy_model, IMDB)
     assert space.source == "sweep.spaces.imdb.default"
     assert space.dropped == ["num_layers"]  # the toy has no num_layers: dropped, not an error
     assert {d.name for d in space.dims} == {"d_model", "seq_len", "batch_size", "lr", "weight_decay", "dropout"}
