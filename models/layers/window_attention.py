@@ -1,6 +1,6 @@
 """Multi-head local window attention over a 1-D sequence: one module for every windowed model.
 
-Two window shapes, each a fast kernel with a dense oracle for the tests:
+Two window shapes, each a fast kernel (their dense oracles: ``swarmlab/testing/reference_window_attention.py``):
 
 * **banded** (sliding) windows, :func:`banded_window_attention`: query ``i`` sees the keys
   ``|i - j| <= window_one_sided`` (``2 * window_one_sided + 1`` in total), optionally plus a global first
@@ -167,31 +167,6 @@ def sliding_window_attention(
     )
 
 
-def dense_window_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    window_one_sided: int,
-    key_mask: torch.Tensor | None = None,
-    rel_bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The banded function with a full (L, L) score matrix: the test oracle for :func:`sliding_window_attention`."""
-    r = window_one_sided
-    B, H, L, Dh = q.shape
-    pos = torch.arange(L, device=q.device)
-    offsets = pos[None, :] - pos[:, None]  # (L, L): j - i
-    valid = (offsets.abs() <= r)[None, None]  # (1, 1, L, L)
-    if key_mask is not None:
-        valid = valid & key_mask[:, None, None, :]  # (B, 1, L, L)
-    scores = (q @ k.transpose(-2, -1)).float() * Dh**-0.5  # (B, H, L, L)
-    if rel_bias is not None:
-        scores = scores + rel_bias.float()[:, offsets.clamp(-r, r) + r][None]  # (1, H, L, L)
-    scores = scores.masked_fill(~valid, -torch.finfo(scores.dtype).max)
-    probs = torch.softmax(scores, dim=-1) * valid
-    return probs.to(v.dtype) @ v  # (B, H, L, Dh)
-
-
 # ---- partitioned (Swin-style) windows, plain or shifted ----------------------------------------------------
 
 
@@ -293,7 +268,7 @@ def shifted_window_attention(
     ``shift=0`` is plain window attention. Arguments as :func:`partitioned_window_attention`, L unrestricted.
 
     Equivalent to attention inside the blocks ``[0, shift), [shift, shift+W), [shift+W, shift+2W), ...`` of the
-    sequence (the oracle :func:`dense_shifted_window_attention` computes exactly that); appending more padding
+    sequence (the dense oracle in swarmlab/testing computes exactly that); appending more padding
     changes no block of the real tokens.
     """
     B, H, L, Dh = q.shape
@@ -320,33 +295,6 @@ def shifted_window_attention(
 def window_block_ids(L: int, window: int, shift: int = 0, device=None) -> torch.Tensor:
     """(L,) long: the block each position attends within, in unrolled coordinates: cuts at ``shift + k*W``."""
     return (torch.arange(L, device=device) + (window - shift) % window) // window
-
-
-def dense_shifted_window_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    key_mask: torch.Tensor | None = None,
-    *,
-    window: int,
-    shift: int = 0,
-    rel_bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The oracle for :func:`shifted_window_attention`: one (L, L) float64 softmax under the block mask
-    "i and j in the same block of :func:`window_block_ids`" (no roll, no wrap-around by construction)."""
-    B, H, L, Dh = q.shape
-    block = window_block_ids(L, window, shift, q.device)  # (L,)
-    allowed = (block[:, None] == block[None, :])[None, None]  # (1, 1, L, L)
-    if key_mask is not None:
-        allowed = allowed & key_mask[:, None, None, :]  # (B, 1, L, L)
-    scores = (q.double() @ k.double().transpose(-2, -1)) * Dh**-0.5  # (B, H, L, L)
-    if rel_bias is not None:
-        pos = torch.arange(L, device=q.device)
-        offsets = (pos[None, :] - pos[:, None]).clamp(-(window - 1), window - 1)  # (L, L); outside blocks: masked
-        scores = scores + rel_bias.double()[:, offsets + window - 1][None]  # (1, H, L, L)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row of -inf is NaN after softmax: zero it
-    return (probs @ v.double()).to(v.dtype)  # (B, H, L, Dh)
 
 
 # ---- modules -----------------------------------------------------------------------------------------------
@@ -405,15 +353,6 @@ class LocalWindowAttention(nn.Module):
             rel_bias=self.rel_bias,
             dropout_p=self.attn_dropout if self.training else 0.0,
         )  # (B, H, L, Dh)
-        return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
-
-    def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
-        B, L, _ = x.shape
-        q, k, v = self._split(x)
-        out = dense_window_attention(
-            q, k, v, window_one_sided=self.window_one_sided, key_mask=mask, rel_bias=self.rel_bias
-        )
         return self.out_proj(out.transpose(1, 2).reshape(B, L, -1))  # (B, L, D)
 
 
@@ -476,12 +415,4 @@ class ShiftedWindowAttention(nn.Module):
             rel_bias=self.rel_bias,
             dropout_p=self.attn_dropout if self.training else 0.0,
         )  # (B, H, L, Dh)
-        return self._out(out)
-
-    def forward_dense(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Same as ``forward`` (without dropout) through the dense oracle; O(L^2) memory, for tests."""
-        q, k, v = self._qkv(x)
-        out = dense_shifted_window_attention(
-            q, k, v, mask, window=self.window, shift=self.shift, rel_bias=self.rel_bias
-        )
         return self._out(out)

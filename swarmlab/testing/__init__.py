@@ -9,6 +9,8 @@ and a benchmark can time the fast path against it:
 * ``reference_set_transformer``: the public Set Transformer blocks (juho-lee/set_transformer);
 * ``reference_bert_tokenizer``: a pure-Python bert-base-uncased tokenizer, the oracle of ``tasks.tokenization``;
 * ``reference_attention_patterns``: dense (L, L) masked oracles of ``models.layers.attention_patterns``;
+* ``reference_window_attention``: dense (L, L) oracles of ``models.layers.window_attention``'s banded and
+  shifted-window kernels, and its modules' forward through them;
 * ``reference_metrics``: the adjusted Rand index by counting pairs, the oracle of ``tasks.set_losses.ari_from_tables``.
 
 Like the rest of ``swarmlab`` these import nothing from ``models``, ``tasks`` or ``pipelines``: an oracle that

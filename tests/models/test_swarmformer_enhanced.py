@@ -12,7 +12,8 @@ import models
 from models.layers.attention import masked_sdpa
 from models.layers.clustering import GumbelRouter
 from models.layers.neighbours import circular_neighbour_mean
-from models.layers.window_attention import LocalWindowAttention, dense_window_attention, sliding_window_attention
+from models.layers.window_attention import LocalWindowAttention, sliding_window_attention
+from swarmlab.testing.reference_window_attention import dense_local_forward, dense_window_attention
 from models.swarmformer_enhanced import SWITCHES, EnhancedSwarmFormer, gumbel_anneal_callback
 
 ENHANCED = [n for n in models.list_models() if n.startswith("swarmformer_enhanced")]
@@ -223,7 +224,7 @@ def test_window_attention_module_matches_dense_and_respects_window():
     torch.nn.init.normal_(attn.rel_bias)
     x = torch.randn(2, 30, 16)
     mask = torch.arange(30)[None, :] < torch.tensor([30, 11])[:, None]
-    assert torch.allclose(attn(x, mask), attn.forward_dense(x, mask), atol=1e-5, rtol=0)
+    assert torch.allclose(attn(x, mask), dense_local_forward(attn, x, mask), atol=1e-5, rtol=0)
     # token 10's output depends on tokens 7..13 only
     y = x.clone()
     y[:, 14:] += 1.0

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from swarmlab.testing.reference_window_attention import dense_shifted_forward, dense_shifted_window_attention
 from models.layers.window_attention import (
     ShiftedWindowAttention,
-    dense_shifted_window_attention,
     partitioned_window_attention,
     shifted_window_attention,
     shifted_window_mask,
@@ -112,8 +112,8 @@ def test_module_matches_its_dense_path_and_every_parameter_learns(shift):
     attn = ShiftedWindowAttention(12, heads=3, window=8, shift=shift).eval()
     x = torch.randn(2, 21, 12)  # not a multiple of the window: the attention pads inside
     mask = torch.arange(21)[None, :] < torch.tensor([21, 13])[:, None]  # (B, L): sample 1 padded
-    torch.testing.assert_close(attn(x, mask), attn.forward_dense(x, mask), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(attn(x), attn.forward_dense(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attn(x, mask), dense_shifted_forward(attn, x, mask), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attn(x), dense_shifted_forward(attn, x), atol=1e-5, rtol=1e-5)
     attn(x, mask).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in attn.parameters())
 
