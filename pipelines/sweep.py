@@ -22,7 +22,7 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR
 from swarmlab.progress import progress_enabled
-from swarmlab.spec import resolve_sweep
+from swarmlab.sweep.spec import resolve_sweep
 from swarmlab.stage_cli import params_from, stage_parser
 from swarmlab.sweep.setup import max_evaluations, model_space
 from swarmlab.sweep.tables import write_reports

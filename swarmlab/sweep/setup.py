@@ -2,7 +2,7 @@
 settings every trial starts from, ASHA's horizon and the resources each trial asks of the cluster.
 
 Everything here is checked before Ray starts. The functions that take ``params`` are the sweep's resolver's
-(swarmlab/spec.py: ``resolve_sweep``); the rest take its spec.
+(swarmlab/sweep/spec.py: ``resolve_sweep``); the rest take its spec.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from swarmlab.sections import section
 from swarmlab.sweep.search_space import ResolvedSpace, resolve_space
 
 if TYPE_CHECKING:
-    from swarmlab.spec import SweepModelSpec
+    from swarmlab.sweep.spec import SweepModelSpec
 
 
 def check_settings(params: dict) -> dict:

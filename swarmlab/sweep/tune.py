@@ -24,7 +24,7 @@ from swarmlab.sweep.setup import max_evaluations, trial_resources
 from swarmlab.sweep.tables import rank
 
 if TYPE_CHECKING:
-    from swarmlab.spec import SweepModelSpec, SweepSpec
+    from swarmlab.sweep.spec import SweepModelSpec, SweepSpec
 
 STATE_FILE = "state.json"
 # the sweep's own settings (the section but its models, address and search spaces), as SweepConfig declares them

@@ -15,7 +15,7 @@ TINY = dict(dim_input=3, dim_output=4, dim_hidden=8, n_iter=3)
 
 @pytest.fixture
 def one_thread():
-    """The blocks of whole sets run with one intra-op thread only (models.swarm.effective_block_rows)."""
+    """The blocks of whole sets run with one intra-op thread only (models.layers.swarm_recurrence.effective_block_rows)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -174,12 +174,12 @@ def test_blocked_fast_path_equals_the_unblocked_one_in_fp32(pooling, one_thread)
 
 
 def test_set_blocks_cover_every_set_once():
-    from models.swarm import _set_blocks, effective_block_rows
+    from models.layers.swarm_recurrence import effective_block_rows, set_blocks
 
-    assert _set_blocks(50, 100, 1024) == [(b, min(50, b + 10)) for b in range(0, 50, 10)]
-    assert _set_blocks(4, 7, 0) == [(0, 4)]
-    assert _set_blocks(3, 2000, 1024) == [(0, 1), (1, 2), (2, 3)]  # a set larger than a block is one block
-    assert _set_blocks(5, 7, 21) == [(0, 3), (3, 5)]
+    assert set_blocks(50, 100, 1024) == [(b, min(50, b + 10)) for b in range(0, 50, 10)]
+    assert set_blocks(4, 7, 0) == [(0, 4)]
+    assert set_blocks(3, 2000, 1024) == [(0, 1), (1, 2), (2, 3)]  # a set larger than a block is one block
+    assert set_blocks(5, 7, 21) == [(0, 3), (3, 5)]
     assert effective_block_rows(1024, 1) == 1024 and effective_block_rows(1024, 2) == 0  # blocks: one thread only
     with pytest.raises(ValueError, match="block_rows"):
         tiny(block_rows=-1)

@@ -18,7 +18,7 @@ from swarmlab.params import load_params, validate_all
 from swarmlab.sweep.search_space import resolve_space
 from pipelines.sweep import main
 from swarmlab.schedule.cluster import check_reachable
-from swarmlab.spec import resolve_sweep
+from swarmlab.sweep.spec import resolve_sweep
 from swarmlab.sweep.setup import model_space, trial_resources, trial_train_config
 from tasks import get_task
 
