@@ -28,10 +28,12 @@ from swarmlab.ablation_runs import DEFAULT_STAGES, run_point
 from swarmlab.ablations import grid_points, grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.stage_cli import params_from, stage_parser
-
 from tasks import task_class
+
+logger = get_logger(__name__)
 
 # the stages a grid point runs as subprocesses (a grid's `stages`: train and evaluate, and the data steps a grid that
 # rebuilds data reruns); swarmlab/dvcdeps.py counts their code as this stage's
@@ -88,7 +90,7 @@ def ablate(
         return results
     for point in points:
         if point["point"] in done:
-            print(f"[{grid}/{point['point']}] done before (--resume): skipped", flush=True)
+            logger.info(f"[{grid}/{point['point']}] done before (--resume): skipped")
             continue
         entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
         results["points"] = [entry if e["point"] == point["point"] else e for e in results["points"]]
@@ -102,7 +104,7 @@ def ablate(
             if items.is_dir():
                 shutil.copytree(items, out_dir / "items" / point["point"], dirs_exist_ok=True)
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
-        print(f"[{grid}/{point['point']}] {entry['status']} in {entry['wall_s']} s", flush=True)
+        logger.info(f"[{grid}/{point['point']}] {entry['status']} in {entry['wall_s']} s")
     atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
     return results
 

@@ -16,9 +16,12 @@ from pathlib import Path
 
 from swarmlab.ablations import point_params, write_params_file
 from swarmlab.errors import SwarmlabError
+from swarmlab.log import get_logger
 from swarmlab.paths import REPO_ROOT, WORK_ROOT, tracking_uri
 from swarmlab.runs import make_task, task_runs
 from swarmlab.tracking import open_client, unique_name
+
+logger = get_logger(__name__)
 
 TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
 DEFAULT_STAGES = ("train", "evaluate")
@@ -44,7 +47,7 @@ def run_point(
     if side.exists() and not resume:
         shutil.rmtree(side)
     elif side.exists():
-        print(f"[{grid}/{point['point']}] --resume: continuing in {side}", flush=True)
+        logger.info(f"[{grid}/{point['point']}] --resume: continuing in {side}")
     side.mkdir(parents=True, exist_ok=True)
     for rel in spec.get("reuse", ["data"]):
         src, dst = WORK_ROOT / rel, side / rel
@@ -75,7 +78,7 @@ def run_point(
         cmd += ["--step", stage] if stage in steps else []
         cmd += ["--no-tracking"] if not tracking and stage in ("train", "evaluate") else []
         commands.append(" ".join(cmd[1:]))
-        print(f"[{grid}/{point['point']}] {' '.join(cmd[1:3])}", flush=True)
+        logger.info(f"[{grid}/{point['point']}] {' '.join(cmd[1:3])}")
         with open(log, "a") as fh:
             proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
         if proc.returncode != 0:

@@ -32,6 +32,9 @@ def cli(main):
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
         try:
+            from swarmlab.log import configure  # the log level is a setting too: a bad one is this one line
+
+            configure()
             return main(*args, **kwargs)
         except SwarmlabError as exc:
             fail(str(exc))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import time
 
+from swarmlab.log import get_logger
+
+logger = get_logger(__name__)
+
 
 class Heartbeat:
     """``beat(done)`` prints ``<label>: <done> of <total> <unit> (<extra>), <s> s`` at most every ``every_s`` seconds
@@ -18,8 +22,7 @@ class Heartbeat:
         if now - self.last < self.every_s:
             return
         self.last = now
-        print(
+        logger.info(
             f"{self.label}: {done:,} of {self.total:,}{' ' + self.unit if self.unit else ''}"
-            f"{f' ({extra})' if extra else ''}, {now - self.start:.0f} s",
-            flush=True,
+            f"{f' ({extra})' if extra else ''}, {now - self.start:.0f} s"
         )

@@ -26,9 +26,12 @@ from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.sections import seed, task_section
 from tasks import get_task, task_class
+
+logger = get_logger(__name__)
 
 
 def default_task(params: dict, cli_task: str | None = None) -> str:
@@ -112,7 +115,7 @@ def write_skipped(
     for folder in folders:
         Path(folder).mkdir(parents=True, exist_ok=True)
     atomic_write_text(report_dir(stage, task_name, report_root) / "metrics.json", json.dumps(result, indent=2) + "\n")
-    print(f"{stage} {task_name}: skipped by this profile: {reason}", flush=True)
+    logger.info(f"{stage} {task_name}: skipped by this profile: {reason}")
     return result
 
 

@@ -37,11 +37,14 @@ import pyarrow.parquet as pq
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import read_meta
 from swarmlab.io import read_parquet_checked, write_shards
+from swarmlab.log import get_logger
 from swarmlab.machine import cpu_seconds
 from swarmlab.paths import resolve
 from tasks.augmentation.pool import STRATEGIES, augment_train
 from tasks.imdb_sources import check_review_table, read_imdb
 from tasks.tokenization import PAD_ID, build_wordpiece, encode_texts, vocab_sha256
+
+logger = get_logger(__name__)
 
 # ----------------------------------------------------------------------------------------------------------- prepare
 
@@ -98,7 +101,7 @@ def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
         }
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     counts = ", ".join(f"{k} {v['rows']}" for k, v in meta["splits"].items())
-    print(f"prepare: {counts} reviews from {source} in {time.perf_counter() - t0:.1f} s", flush=True)
+    logger.info(f"prepare: {counts} reviews from {source} in {time.perf_counter() - t0:.1f} s")
     return {f"{k}_rows": v["rows"] for k, v in meta["splits"].items()}
 
 
@@ -136,10 +139,9 @@ def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> d
     elapsed, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     by_source = ", ".join(f"{k} {v}" for k, v in meta["splits"]["train"]["by_source"].items())
     rejected = ", ".join(f"{k} {stats['strategies'][k]['rejected']}" for k in STRATEGIES)
-    print(
+    logger.info(
         f"augment: train {train.num_rows} -> {table.num_rows} rows ({by_source}; rejected: {rejected}) in "
-        f"{elapsed:.1f} s wall, {cpu:.1f} s CPU ({train.num_rows / elapsed:.0f} reviews/s, {cfg.workers} workers)",
-        flush=True,
+        f"{elapsed:.1f} s wall, {cpu:.1f} s CPU ({train.num_rows / elapsed:.0f} reviews/s, {cfg.workers} workers)"
     )
     return {
         "train_rows": table.num_rows,
@@ -198,7 +200,7 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
         meta["splits"][split] = {"rows": info["rows"], "shards": info["shards"], "at_max_length": truncated}
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     elapsed = time.perf_counter() - t0
-    print(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s)")
+    logger.info(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s)")
     return {
         "seq_len": seq_len,
         **{f"{k}_rows": v["rows"] for k, v in meta["splits"].items()},

@@ -18,9 +18,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from swarmlab.progress import progress
-from swarmlab.seeds import set_seeds
-from swarmlab.tracking import NullTracker
+from swarmlab.batches import batch_len, is_endless
 from swarmlab.engine.callbacks import Callback, FunctionCallback, NonFiniteLossError, default_callbacks
 from swarmlab.engine.checkpoint import BEST, CHECKPOINT, restore, save, save_checkpoint
 from swarmlab.engine.config import TrainConfig
@@ -29,7 +27,12 @@ from swarmlab.engine.evaluation import evaluate
 from swarmlab.engine.optim import lr_multiplier, make_optimizer
 from swarmlab.engine.plan import check_plan, epoch_plan, planned_steps
 from swarmlab.engine.state import Loop, Progress, TrainState
-from swarmlab.batches import batch_len, is_endless
+from swarmlab.log import get_logger
+from swarmlab.progress import progress
+from swarmlab.seeds import set_seeds
+from swarmlab.tracking import NullTracker
+
+logger = get_logger(__name__)
 
 
 @dataclass
@@ -159,9 +162,8 @@ class _Fit:
         if resume and ckpt_path.is_file():
             self.p = restore(ckpt_path, model, self.optimizer, cfg, self.identity, device, self.out_dir)
             self.p.stopped = _still_stopped(self.p, cfg, self.callbacks)
-            print(
-                f"{self.desc}resuming after step {self.p.step} (evaluation {self.p.evaluation}) from {ckpt_path}",
-                flush=True,
+            logger.info(
+                f"{self.desc}resuming after step {self.p.step} (evaluation {self.p.evaluation}) from {ckpt_path}"
             )
         else:
             self.tracker.log_params({"train": asdict(cfg), "num_params": self.num_params, "bf16_autocast": self.amp})
@@ -274,15 +276,14 @@ class _Fit:
         self.tracker.log_metrics(
             {k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step
         )
-        print(
+        logger.info(
             f"{desc}eval {p.evaluation}  step {p.step}"
             + ("" if self.endless else f"  epoch {row['epoch']}")
             + (f"  train_loss {row['train_loss']:.4f}" if "train_loss" in row else "")
             + f"  val_loss {val.get('loss', math.nan):.4f}"
             + (f"  val_{task.monitor} {score:.4f}" if task.monitor != "loss" else "")
             + f"  ({stretch_s:.1f} s, {row['train_samples_per_s']:.0f} samples/s)"
-            + (f"  [{event}]" if event else ""),
-            flush=True,
+            + (f"  [{event}]" if event else "")
         )
         state = TrainState(
             model=self.model,

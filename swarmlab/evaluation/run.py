@@ -12,11 +12,14 @@ import torch
 
 from swarmlab.engine import compiled, on_device, resolve_amp, resolve_device
 from swarmlab.evaluation.measure import measure, peak_memory_mb
+from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, git_commit
 from swarmlab.report.testsplit import write_items
 from swarmlab.run_config import load_best
 from swarmlab.runs import train_dir
 from swarmlab.tracking import make_tracker, run_title
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from swarmlab.spec import RunSpec
@@ -101,9 +104,8 @@ def evaluate_one(
             tracker.log_artifact(plot)
         tracker.finish()
     shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k in (task.monitor, "loss", "f1"))
-    print(
+    logger.info(
         f"evaluate {task.key}/{name}: test {shown}  latency p50 {speed['latency_ms_p50']:.1f} ms / batch of "
-        f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})",
-        flush=True,
+        f"{ev['batch_size']}  {speed['throughput_samples_per_s']:.0f} samples/s  peak {memory_mb:.0f} MB ({memory_kind})"
     )
     return result

@@ -24,20 +24,23 @@ console, with progress bars off.
 from __future__ import annotations
 
 import contextlib
-import json
 import dataclasses
 import importlib
+import json
 import os
 import socket
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
+from swarmlab.errors import SwarmlabError
+from swarmlab.log import get_logger
+from swarmlab.run_config import for_model, split_per_model
 from swarmlab.schedule.cluster import (
     Resources,
     absolute_tracking_uri,
@@ -49,11 +52,11 @@ from swarmlab.schedule.cluster import (
     request,
     resolve_address,
 )
-from swarmlab.errors import SwarmlabError
-from swarmlab.run_config import for_model, split_per_model
 from swarmlab.sections import source_of
 from swarmlab.settings import SettingsError, parse, setting
 from swarmlab.tracking import CONTEXT_ENV, MlflowTracker, open_client
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:  # the specs' module imports this one (ScheduleConfig); the scheduler only reads their fields
     from swarmlab.spec import RunSpec, StageSpec
@@ -485,17 +488,16 @@ def _worker(spec: dict) -> dict:
     host = socket.gethostname()
     node = ray.get_runtime_context().get_node_id()[:8]
     with _output_to(spec["log"]):
-        print(
+        logger.info(
             f"{spec['label']}: pid {os.getpid()} on {host} (node {node}), {spec['threads']} torch thread(s), "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}",
-            flush=True,
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
         )
         resumed = _checkpoint_note(spec["history"])
         try:
             task = spec["task"].build()
             result = _import(spec["fn"])(task, run, **spec["kwargs"])
         except SwarmlabError as exc:
-            print(f"error: {exc}", flush=True)
+            logger.error(f"error: {exc}")
             return {"error": str(exc), "host": host}
         except BaseException:
             traceback.print_exc(file=sys.stdout)

@@ -10,6 +10,9 @@ import math
 from pathlib import Path
 
 from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
+
+logger = get_logger(__name__)
 
 
 def fmt(value) -> str:
@@ -109,8 +112,7 @@ def write_reports(report_dir: Path, *, task, profile: str, state: dict, results:
     atomic_write_text(report_dir / "summary.md", md)
     atomic_write_text(report_dir / "summary.csv", buf.getvalue())
     print("\n" + format_table(trial_rows, trial_cols), end="", flush=True)
-    print(
-        f"best: {model_rows[0]['model']} {metric} {fmt(model_rows[0][metric])}  ->  {report_dir / 'best_params.json'}",
-        flush=True,
+    logger.info(
+        f"best: {model_rows[0]['model']} {metric} {fmt(model_rows[0][metric])}  ->  {report_dir / 'best_params.json'}"
     )
     return best_params

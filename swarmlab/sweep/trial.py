@@ -21,11 +21,14 @@ from pathlib import Path
 from ray.tune import Callback
 
 from swarmlab.engine import TrainConfig, fit
+from swarmlab.log import get_logger
 from swarmlab.run_config import build_model
 from swarmlab.seeds import set_seeds
 from swarmlab.sweep.search_space import ResolvedSpace
 from swarmlab.tracking import MlflowTracker, NullTracker, open_client
 from tasks import get_task
+
+logger = get_logger(__name__)
 
 TRIAL_TAG = "ray_trial_id"
 SWEEP_TAG = "sweep_id"
@@ -242,7 +245,7 @@ class TrialLog(Callback):
 
     def _print(self, trial, text: str) -> None:
         if self.lines:
-            print(f"[{self.label}] {trial.trial_id} {text}", flush=True)
+            logger.info(f"[{self.label}] {trial.trial_id} {text}")
 
     def on_trial_start(self, iteration, trials, trial, **info):
         params = "  ".join(f"{k}={_fmt(v)}" for k, v in self.space.decode(trial.config).items())

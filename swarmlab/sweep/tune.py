@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
 from swarmlab.paths import git_commit
 from swarmlab.schedule.cluster import absolute_tracking_uri, connect_ray, resolve_address
 from swarmlab.sections import SweepConfig
@@ -22,6 +23,8 @@ from swarmlab.sweep.orphans import close_orphan_runs
 from swarmlab.sweep.search_space import ResolvedSpace
 from swarmlab.sweep.setup import max_evaluations, trial_resources
 from swarmlab.sweep.tables import rank
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from swarmlab.sweep.spec import SweepModelSpec, SweepSpec
@@ -162,7 +165,7 @@ def _tuner(name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, s
 
     label = f"{task.key}/{name}"
     if resume and Tuner.can_restore(str(exp_dir)):
-        print(f"[{label}] resuming {exp_dir}", flush=True)
+        logger.info(f"[{label}] resuming {exp_dir}")
         return Tuner.restore(str(exp_dir), trainable=trainable, resume_errored=True)
     shutil.rmtree(exp_dir, ignore_errors=True)
     max_t = max_evaluations(ctx.train)
@@ -211,13 +214,12 @@ def _tuner(name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, s
             ],
         ),
     )
-    print(f"[{label}] {settings['num_samples']} trials, space {space.describe()}", flush=True)
+    logger.info(f"[{label}] {settings['num_samples']} trials, space {space.describe()}")
     for note in space.notes:
-        print(f"[{label}] note: {note}", flush=True)
+        logger.info(f"[{label}] note: {note}")
     if space.dropped:
-        print(
-            f"[{label}] note: {name} has no field(s) {', '.join(space.dropped)} of the generic space: not searched",
-            flush=True,
+        logger.info(
+            f"[{label}] note: {name} has no field(s) {', '.join(space.dropped)} of the generic space: not searched"
         )
     return tuner
 
@@ -327,10 +329,9 @@ def sweep_models(
             )
             for model in spec.models
         }
-        print(
+        logger.info(
             f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(spec.models)} model(s) "
-            f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})",
-            flush=True,
+            f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})"
         )
     finally:
         if started:

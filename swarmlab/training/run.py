@@ -23,12 +23,15 @@ from swarmlab.engine import CHECKPOINT, fit
 from swarmlab.errors import SwarmlabError
 from swarmlab.guard import check_outcome
 from swarmlab.io import atomic_write_text, swap_into_place
+from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.records import RUN_FILE, SUMMARY, code_hash, same_unfinished, seal_run, start_record
 from swarmlab.run_config import build_model
 from swarmlab.runs import report_dir, train_dir
 from swarmlab.seeds import set_seeds
 from swarmlab.tracking import make_tracker, run_title
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from swarmlab.spec import RunSpec
@@ -121,7 +124,7 @@ def _train_in(
     elif not resume:
         shutil.rmtree(work, ignore_errors=True)  # a fresh run starts clean
     if resume and not (work / CHECKPOINT).is_file():
-        print(f"train {task.key}/{run.name}: nothing to resume in {work} or {final}: starting a fresh run", flush=True)
+        logger.info(f"train {task.key}/{run.name}: nothing to resume in {work} or {final}: starting a fresh run")
     work.mkdir(parents=True, exist_ok=True)
 
     run_file = work / RUN_FILE
@@ -175,10 +178,9 @@ def _train_in(
             }
         )
     sizes = ", ".join(f"{k} {v}" for k, v in data.items())
-    print(
+    logger.info(
         f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
-        f"profile {run.profile}",
-        flush=True,
+        f"profile {run.profile}"
     )
     try:
         result = fit(

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 
 from swarmlab.engine import CHECKPOINT
 from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
 from swarmlab.records import data_hash, finished_summary, run_fingerprint, same_unfinished
 from swarmlab.runs import report_dir, train_dir
 from swarmlab.schedule.scheduler import Job, Scheduler
 from swarmlab.training.run import in_progress_dir
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from swarmlab.spec import RunSpec
@@ -77,9 +80,7 @@ def train_task(
             if kept is not None:
                 summaries[run.name] = kept
                 atomic_write_text(reports / "history" / f"{run.name}.csv", (final / "history.csv").read_text())
-                print(
-                    f"[train {task_name}] keep  {run.name}: finished with the same settings, code and data", flush=True
-                )
+                logger.info(f"[train {task_name}] keep  {run.name}: finished with the same settings, code and data")
                 continue
             if not resume and work.is_dir() and not same_unfinished(work, fingerprint, CHECKPOINT):
                 shutil.rmtree(work)  # interrupted under other settings: it cannot be continued
