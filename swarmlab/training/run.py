@@ -117,7 +117,34 @@ def _train_in(
     resources: dict | None = None,
     baseline: float | None = None,
 ) -> dict:
-    name = run.model
+    """One run in its work folder, in five steps: the folder (``_prepare_work``), its record and MLflow run
+    (``_start_run``), ``fit``, the summary (``_summary``), and the artifacts, seal and swap (``_finish_run``)."""
+    _prepare_work(task, run, final, work, resume)
+    tracker, identity, data = _start_run(task, run, cfg, model, train_ds, val_ds, work, resume, tracking, fingerprint)
+    try:
+        result = fit(
+            model,
+            task,
+            train_ds,
+            val_ds,
+            cfg,
+            work,
+            resume=resume,
+            tracker=tracker,
+            desc=f"[{run.name}] ",
+            identity=identity,
+        )
+        check_outcome(result, task, cfg, run.name, baseline)  # a diverged run never replaces the previous one
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    summary = _summary(run, result, data, resources)
+    _finish_run(task, run, result, summary, tracker, work, final, report_root, tracking)
+    return summary
+
+
+def _prepare_work(task, run: RunSpec, final: Path, work: Path, resume: bool) -> None:
+    """The work folder: a fresh one, the interrupted run's, or a copy of the finished run given more to do."""
     if resume and not (work / CHECKPOINT).is_file() and (final / CHECKPOINT).is_file():
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(final, work)  # a finished run given more epochs/steps goes on from its last checkpoint
@@ -127,6 +154,11 @@ def _train_in(
         logger.info(f"train {task.key}/{run.name}: nothing to resume in {work} or {final}: starting a fresh run")
     work.mkdir(parents=True, exist_ok=True)
 
+
+def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, resume, tracking, fingerprint):
+    """The run's record (run.json: its MLflow run, fingerprint and commit) and its MLflow run, continued on resume;
+    returns the tracker, the run's identity (model, task, data) and the data's facts."""
+    name = run.model
     run_file = work / RUN_FILE
     previous = json.loads(run_file.read_text()) if resume and run_file.is_file() else {}
     context = run.context  # the DVC experiment and the overrides (run names, tracking.py); {} without tracking
@@ -182,28 +214,14 @@ def _train_in(
         f"train {task.key}/{run.name}: {model.get_num_params():,} parameters; {task.item_name}: {sizes}; "
         f"profile {run.profile}"
     )
-    try:
-        result = fit(
-            model,
-            task,
-            train_ds,
-            val_ds,
-            cfg,
-            work,
-            resume=resume,
-            tracker=tracker,
-            desc=f"[{run.name}] ",
-            identity=identity,
-        )
-        check_outcome(result, task, cfg, run.name, baseline)  # a diverged run never replaces the previous one
-    except BaseException:
-        tracker.finish("FAILED")
-        raise
-    out_dir = work  # renamed to `final` once the reports are written
+    return tracker, identity, data
 
+
+def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
+    """The run's record in the task's metrics.json: where it stopped, its best validation, what made it."""
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
-    summary = {
-        "model": name,
+    return {
+        "model": run.model,
         "seed": run.seed,
         "best_step": result.best_step,
         "best_epoch": result.best_epoch,
@@ -223,6 +241,12 @@ def _train_in(
         "data": data,  # the task's facts about its data (sizes; for MNIST: approximate training images)
         **({"resources": resources} if resources else {}),  # CPUs, GPUs, threads, runs at once (the report states them)
     }
+
+
+def _finish_run(task, run: RunSpec, result, summary: dict, tracker, work: Path, final: Path, report_root, tracking):
+    """Artifacts to MLflow (curve, the run's spec, checkpoint, history), the summary, the seal, then the swap into
+    place and the DVC plot's copy of the history."""
+    out_dir = work  # renamed to `final` once the reports are written
     if tracking:
         with tempfile.TemporaryDirectory() as tmp:
             curve = plots.training_curve(
@@ -251,7 +275,6 @@ def _train_in(
         report_dir("train", task.key, report_root) / "history" / f"{run.name}.csv", (final / "history.csv").read_text()
     )
     tracker.finish()
-    return summary
 
 
 def train_run(task, run: RunSpec, *, resume: bool | str = "auto", work: Path | None = None, **kwargs) -> dict:
