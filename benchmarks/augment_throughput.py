@@ -33,7 +33,7 @@ def table_digest(table) -> str:
 
 def run_one(workers: int, limit: int, datasets: Path) -> dict:
     from tasks.augmentation.pool import augment_train, init_worker
-    from swarmlab.sections import AugmentConfig
+    from swarmlab.drive.sections import AugmentConfig
     from swarmlab.machine import cpu_seconds
     from tasks.imdb_sources import read_imdb
 

@@ -12,7 +12,7 @@ model step, and the engine's ``fit`` (each ``train.compile`` mode asked for).
 * **fit**: ``swarmlab.engine.fit`` on a tokenized split in memory, timed by its own net-training
   clock over the second stretch of ``--steps`` steps (the first one pays for compilation and warm-up).
 * **evaluate** (``--eval-rows N``, 0 = off): the evaluate stage's own measurement
-  (``swarmlab.evaluation.measure``: eval mode, no grad, batch ``--eval-batch``, the amp of the other rows) over N
+  (``swarmlab.drive.evaluation.measure``: eval mode, no grad, batch ``--eval-batch``, the amp of the other rows) over N
   synthetic reviews; its throughput (on CUDA the unsynchronised second pass). Not a training row: printed apart.
 
 Data: random token ids (vocabulary 30,522, L=256, batch 48: the paper profile's shapes). Samples/s are
@@ -123,7 +123,7 @@ def engine_fit(data: TokenizedTextDataset, val: TokenizedTextDataset, steps: int
 
 def evaluate_rate(rows: int, batch_size: int, device: torch.device, amp: bool) -> float:
     """Samples/s of the evaluate stage's measurement pass over ``rows`` synthetic reviews."""
-    from swarmlab.evaluation.measure import measure
+    from swarmlab.drive.evaluation.measure import measure
 
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device)
@@ -208,7 +208,7 @@ def main(argv=None) -> None:
         )
     if evals:
         print(
-            f"\nevaluate (swarmlab.evaluation.measure, batch {args.eval_batch}, {args.eval_rows} reviews): "
+            f"\nevaluate (swarmlab.drive.evaluation.measure, batch {args.eval_batch}, {args.eval_rows} reviews): "
             f"{statistics.median(evals):,.0f} samples/s (median of {len(evals)}: "
             + ", ".join(f"{e:,.0f}" for e in evals)
             + ")"

@@ -14,9 +14,9 @@ import argparse
 import statistics
 import time
 
-from swarmlab.params import load_params
-from swarmlab.runs import make_task, model_names
-from swarmlab.run_config import build_model, model_overrides
+from swarmlab.drive.params import load_params
+from swarmlab.drive.runs import make_task, model_names
+from swarmlab.drive.run_config import build_model, model_overrides
 
 TASKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
 

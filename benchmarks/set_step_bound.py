@@ -42,7 +42,7 @@ import torch
 from models import create_model
 from swarmlab.bench import count_flops, timed, timed_cpu, train_step
 from swarmlab.machine import describe_cpu
-from swarmlab.params import PARAMS_FILE, load_params, read_yaml
+from swarmlab.drive.params import PARAMS_FILE, load_params, read_yaml
 
 TASK = "clustering_direct"
 CEILING_N = 1024  # square fp32 matmul for the ceiling

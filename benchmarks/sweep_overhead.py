@@ -18,14 +18,14 @@ import time
 from pathlib import Path
 
 from swarmlab.engine import TrainConfig, fit
-from swarmlab.params import load_params
-from swarmlab.run_config import build_model
-from swarmlab.runs import make_task
-from swarmlab.schedule.cluster import connect_ray
+from swarmlab.drive.params import load_params
+from swarmlab.drive.run_config import build_model
+from swarmlab.drive.runs import make_task
+from swarmlab.drive.schedule.cluster import connect_ray
 from swarmlab.seeds import set_seeds
-from swarmlab.sweep.setup import check_settings, model_space, trial_train_config
-from swarmlab.sweep.trial import load_split
-from swarmlab.sweep.tune import load_state, sweep_models
+from swarmlab.drive.sweep.setup import check_settings, model_space, trial_train_config
+from swarmlab.drive.sweep.trial import load_split
+from swarmlab.drive.sweep.tune import load_state, sweep_models
 from swarmlab.tracking import MlflowTracker, NullTracker
 
 

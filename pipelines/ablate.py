@@ -24,13 +24,13 @@ import json
 import shutil
 from pathlib import Path
 
-from swarmlab.ablation_runs import DEFAULT_STAGES, run_point
-from swarmlab.ablations import grid_points, grid_spec, point_params
+from swarmlab.drive.ablation_runs import DEFAULT_STAGES, run_point
+from swarmlab.drive.ablations import grid_points, grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from tasks import task_class
 
 logger = get_logger(__name__)

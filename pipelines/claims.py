@@ -31,12 +31,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swarmlab.ablations import grid_spec
+from swarmlab.drive.ablations import grid_spec
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
 from swarmlab.paths import REPO_ROOT
-from swarmlab.runs import make_task
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.runs import make_task
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from tasks.base import Task
 
 PIECES = ("task", "sample", "grid")

@@ -19,10 +19,10 @@ import json
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
 from swarmlab.paths import REPORTS_DIR, datasets_dir
-from swarmlab.runs import default_task, make_task, report_dir
-from swarmlab.sections import SECTIONS, section
-from swarmlab.sections import seed as check_seed
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.runs import default_task, make_task, report_dir
+from swarmlab.drive.sections import SECTIONS, section
+from swarmlab.drive.sections import seed as check_seed
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from tasks.base import Task
 
 

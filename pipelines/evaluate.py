@@ -8,12 +8,12 @@ memory (process peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on GPU). Wr
 model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow training run. Each run's read of the
 test split is checked against, and recorded in, ``reports/evaluate/<task>/test_reads.json``; once the evaluation has
 succeeded it is appended to the repository's log of test reads, ``reports/test_reads.jsonl``
-(swarmlab/report/testsplit.py; an ablation point's lines name its grid and point, ``$SWARMLAB_ABLATION_GRID`` and
+(swarmlab/drive/report/testsplit.py; an ablation point's lines name its grid and point, ``$SWARMLAB_ABLATION_GRID`` and
 ``$SWARMLAB_ABLATION_POINT``).
 
-The runs go through the same scheduler as training (swarmlab/schedule/scheduler.py: in this process, or fanned out
+The runs go through the same scheduler as training (swarmlab/drive/schedule/scheduler.py: in this process, or fanned out
 over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
-One run: swarmlab/evaluation/run.py; speed and memory: swarmlab/evaluation/measure.py.
+One run: swarmlab/drive/evaluation/run.py; speed and memory: swarmlab/drive/evaluation/measure.py.
 
     python -m pipelines.evaluate [--task T] [--profile P] [--parallel N] [--address HOST:PORT] [--no-tracking]
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from swarmlab.engine import BEST, resolve_device
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.evaluation.run import TRAIN_ROOT
+from swarmlab.drive.evaluation.run import TRAIN_ROOT
 from swarmlab.io import atomic_dir
 from swarmlab.paths import REPORTS_DIR, git_commit
-from swarmlab.report.testsplit import (
+from swarmlab.drive.report.testsplit import (
     append_reads,
     check_reads,
     load_reads,
@@ -40,11 +40,11 @@ from swarmlab.report.testsplit import (
     where,
     write_reads,
 )
-from swarmlab.run_config import build_model
-from swarmlab.runs import report_dir, train_dir, write_skipped
-from swarmlab.schedule.scheduler import Job, Scheduler
-from swarmlab.spec import resolve
-from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.run_config import build_model
+from swarmlab.drive.runs import report_dir, train_dir, write_skipped
+from swarmlab.drive.schedule.scheduler import Job, Scheduler
+from swarmlab.drive.spec import resolve
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 
 
@@ -114,7 +114,9 @@ def evaluate(
             )
             for run in runs
         ]
-        results = scheduler.execute("swarmlab.evaluation.run:evaluate_one", jobs, tracking=tracking, fresh_workers=True)
+        results = scheduler.execute(
+            "swarmlab.drive.evaluation.run:evaluate_one", jobs, tracking=tracking, fresh_workers=True
+        )
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
         write_reads(tmp, reads)
     # the reports are in place: every read goes to the repository's log, reproductions and re-reads alike
@@ -142,7 +144,7 @@ def evaluate(
 
 def train_commit(run_dir: Path) -> str | None:
     """The commit the run was trained at, as its ``run.json`` (or its metrics entry, ``summary.json``) records it
-    (swarmlab/training/run.py); None for a run trained before either did. Read here, not through swarmlab.records,
+    (swarmlab/drive/training/run.py); None for a run trained before either did. Read here, not through swarmlab.drive.records,
     whose fingerprint code is no dependency of this stage."""
     for name in ("run.json", "summary.json"):
         try:

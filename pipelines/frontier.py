@@ -21,12 +21,12 @@ import json
 from pathlib import Path
 
 from swarmlab.errors import cli
-from swarmlab.frontier import best_per_family, collect_points, frontier_flags
+from swarmlab.drive.frontier import best_per_family, collect_points, frontier_flags
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.plots import frontier_plot
-from swarmlab.runs import default_task, make_task, report_dir
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.runs import default_task, make_task, report_dir
+from swarmlab.drive.stage_cli import params_from, stage_parser
 
 
 def frontier(params: dict, task_name: str | None = None, *, report_root: Path = REPORTS_DIR) -> dict:

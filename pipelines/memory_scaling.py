@@ -2,7 +2,7 @@
 Figure 3).
 
 For every model spec and every N in ``memory_scaling.tokens`` (params.yaml, profile-aware), one forward in a fresh
-subprocess; what is measured and how is documented in ``swarmlab/memory_scaling.py``. Writes
+subprocess; what is measured and how is documented in ``swarmlab/drive/memory_scaling.py``. Writes
 ``results.json`` (every point), ``metrics.json`` (exponents and goals), ``table.md`` and ``memory_scaling.png`` to
 ``reports/memory_scaling/`` (or ``--out``).
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from swarmlab.stage_cli import params_from, stage_parser
-from swarmlab.memory_scaling import goals_text, markdown_table, run_benchmark, write_outputs
+from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.memory_scaling import goals_text, markdown_table, run_benchmark, write_outputs
 from swarmlab.paths import REPO_ROOT, REPORTS_DIR
 from swarmlab.errors import cli
 

@@ -1,6 +1,6 @@
 """Stage `paper_baselines`: the papers' numbers (pipelines/paper_baselines.yaml) as MLflow runs, idempotently.
 
-One finished run per entry in the experiment ``paper-baselines`` (``swarmlab/report/baseline_runs.py``): an
+One finished run per entry in the experiment ``paper-baselines`` (``swarmlab/drive/report/baseline_runs.py``): an
 unchanged entry is left alone, a changed one replaces its run, a run whose key left the table is deleted.
 
 Every experiment of the store is tagged ``mlflow.experimentKind=custom_model_development``, so that the
@@ -19,9 +19,9 @@ from pathlib import Path
 from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPORTS_DIR, tracking_uri
-from swarmlab.report.baseline_runs import baselines_markdown, log_baselines
-from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.report.baseline_runs import baselines_markdown, log_baselines
+from swarmlab.drive.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
+from swarmlab.drive.stage_cli import params_from, stage_parser
 
 OUT_DIR = REPORTS_DIR / "paper_baselines"
 

@@ -3,7 +3,7 @@ document: ``reports/REPORT.md`` and ``reports/report.html`` (self-contained: ima
 script, no CDN; renders offline), plus ``reports/report/`` (the figures REPORT.md shows and the data of
 the top-level `dvc plots`: training curves and confusion matrices in long form).
 
-It reads, for every task key it can find (params sections, swarmlab/report/presentation.py, the papers' baselines and
+It reads, for every task key it can find (params sections, swarmlab/drive/report/presentation.py, the papers' baselines and
 the folders under reports/), whatever exists: ``reports/train/<key>/`` (metrics.json, history/),
 ``reports/evaluate/<key>/`` (metrics.json, plots/), ``reports/sweep/<key>/``, ``reports/data/<key>/``,
 ``reports/sample/<key>/``, ``reports/frontier/<key>/``, ``reports/memory_scaling/``,
@@ -13,7 +13,7 @@ is missing and which command makes it, never an error. MLflow is optional: witho
 
 The output is deterministic: the same inputs give the same bytes (no dates, sorted keys, PNGs without metadata).
 
-This module only parses the arguments and hands the library (swarmlab/report/, mapped in docs/reports.md) what it
+This module only parses the arguments and hands the library (swarmlab/drive/report/, mapped in docs/reports.md) what it
 asks of the model and task registries and of the params (``CODE``).
 
     python -m pipelines.report [--profile P] [--no-mlflow]
@@ -25,14 +25,14 @@ import dataclasses
 from pathlib import Path
 
 import models
-from swarmlab.ablations import grid_points
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.ablations import grid_points
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPO_ROOT, REPORTS_DIR, tracking_uri
-from swarmlab.run_config import model_overrides, train_settings
+from swarmlab.drive.run_config import model_overrides, train_settings
 from swarmlab.errors import cli
-from swarmlab.report import assemble
-from swarmlab.report.baselines import BASELINES_FILE
-from swarmlab.report.mlflow_index import MlflowIndex
+from swarmlab.drive.report import assemble
+from swarmlab.drive.report.baselines import BASELINES_FILE
+from swarmlab.drive.report.mlflow_index import MlflowIndex
 from tasks import task_class
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.runs import report_dir
-from swarmlab.run_config import load_best
-from swarmlab.sections import section, seed
-from swarmlab.spec import resolve
+from swarmlab.drive.runs import report_dir
+from swarmlab.drive.run_config import load_best
+from swarmlab.drive.sections import section, seed
+from swarmlab.drive.spec import resolve
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text

@@ -1,4 +1,4 @@
-"""Stage `summary`: ``reports/summary.json``, the pipeline's only DVC metrics file (``swarmlab.report.summary``).
+"""Stage `summary`: ``reports/summary.json``, the pipeline's only DVC metrics file (``swarmlab.drive.report.summary``).
 
 Per task of the params, per model: the task's headline test metric (``test_<monitor>``) averaged over seeds, its 95%
 interval, the seeds and the net training time, read from ``reports/train/<task>/`` and ``reports/evaluate/<task>/``.
@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from swarmlab.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import params_from, stage_parser
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.report.summary import render, summarize, write_summary
+from swarmlab.drive.report.summary import render, summarize, write_summary
 from tasks import task_class
 
 SUMMARY_FILE = "summary.json"

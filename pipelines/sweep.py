@@ -22,11 +22,11 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR
 from swarmlab.progress import progress_enabled
-from swarmlab.sweep.spec import resolve_sweep
-from swarmlab.stage_cli import params_from, stage_parser
-from swarmlab.sweep.setup import max_evaluations, model_space
-from swarmlab.sweep.tables import write_reports
-from swarmlab.sweep.tune import load_state, sweep_models
+from swarmlab.drive.sweep.spec import resolve_sweep
+from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.sweep.setup import max_evaluations, model_space
+from swarmlab.drive.sweep.tables import write_reports
+from swarmlab.drive.sweep.tune import load_state, sweep_models
 from swarmlab.tracking import check_tracking_uri
 
 SWEEP_DIR = OUTPUTS_DIR / "sweep"

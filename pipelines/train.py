@@ -5,11 +5,11 @@ Per run (``<model>-seed<k>``; the seeds default to the top-level ``seed`` alone)
 ``reports/train/<task>/history/<run>.csv`` (DVC plot) and an entry of ``reports/train/<task>/metrics.json``
 (DVC metrics; each entry names its model and seed, and the resources it ran with). The test split is not touched here.
 
-The runs go through the scheduler (swarmlab/schedule/scheduler.py): one after another in this process, or fanned out
+The runs go through the scheduler (swarmlab/drive/schedule/scheduler.py): one after another in this process, or fanned out
 over a local Ray or a cluster (top-level ``schedule:`` in params.yaml, ``--parallel``, ``--address``, ``$RAY_ADDRESS``;
 docs/ray.md). metrics.json is assembled from the finished runs' own records (``summary.json`` in each run folder), so
 a rerun keeps every finished run whose settings, code and data are unchanged and continues an interrupted one from
-its last checkpoint (swarmlab/records.py, swarmlab/training/task.py); ``--restart`` trains every run over.
+its last checkpoint (swarmlab/drive/records.py, swarmlab/drive/training/task.py); ``--restart`` trains every run over.
 
     python -m pipelines.train [--task T] [--profile P] [--models a,b] [--resume | --restart] [--parallel N]
                               [--address HOST:PORT] [--no-tracking]
@@ -21,14 +21,14 @@ from pathlib import Path
 
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.guard import dry_run
-from swarmlab.runs import report_dir, write_skipped
-from swarmlab.schedule.scheduler import Scheduler
-from swarmlab.spec import resolve
-from swarmlab.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.guard import dry_run
+from swarmlab.drive.runs import report_dir, write_skipped
+from swarmlab.drive.schedule.scheduler import Scheduler
+from swarmlab.drive.spec import resolve
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
-from swarmlab.training.run import REPORT_ROOT, TRAIN_ROOT
-from swarmlab.training.task import train_task
+from swarmlab.drive.training.run import REPORT_ROOT, TRAIN_ROOT
+from swarmlab.drive.training.task import train_task
 
 
 def train(
@@ -54,7 +54,7 @@ def train(
     ``parallel`` and ``address`` override the ``schedule`` section.
 
     Everything is checked before any data is read or any output touched: the task, its models and the engine's
-    settings (resolved once, here: swarmlab.spec), the device, the schedule and the tracking store; then the dry run
+    settings (resolved once, here: swarmlab.drive.spec), the device, the schedule and the tracking store; then the dry run
     builds each model once against the data and runs one tiny batch of it.
     """
     if resume and restart:

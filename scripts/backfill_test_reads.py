@@ -15,7 +15,7 @@ A read already in the log is skipped (the same report folder, run, identity and 
 read: the same grid, point, run and commit; a claims piece's work folder ``outputs/claims/reports/...`` counts as the
 ``reports/claims/...`` it is kept in), so a second run adds nothing. A recovered line has ``backfilled:
 "<short commit>:<path>"`` and the commit's author date as ``time``; the lines go in by time, and each gets its ``kind``
-from the lines before it in time (swarmlab/report/testsplit.py). ``registered``, ``options`` and the model config
+from the lines before it in time (swarmlab/drive/report/testsplit.py). ``registered``, ``options`` and the model config
 ``overrides`` are resolved from params.yaml at that commit (else at HEAD) with this code, kept where they reproduce the
 recorded identity; ``train_commit`` is the training's ``git_commit`` where its metrics entry has one (runs trained
 since it was recorded), and ``data_fingerprint`` is unknown (null).
@@ -37,14 +37,14 @@ from pathlib import Path
 
 import yaml
 
-from swarmlab.ablations import grid_spec, point_params
+from swarmlab.drive.ablations import grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from swarmlab.paths import REPO_ROOT
-from swarmlab.report.testsplit import LOG, READS, append_reads, digest, load_log, log_line, log_path, read_kind
-from swarmlab.report.testsplit import read_result
-from swarmlab.run_config import model_overrides
-from swarmlab.runs import make_task
+from swarmlab.drive.report.testsplit import LOG, READS, append_reads, digest, load_log, log_line, log_path, read_kind
+from swarmlab.drive.report.testsplit import read_result
+from swarmlab.drive.run_config import model_overrides
+from swarmlab.drive.runs import make_task
 
 READS_PATH = re.compile(r"^reports/(?:.+/)?test_reads\.json$")
 METRICS_PATH = re.compile(r"^reports/(?:.+/)?evaluate/[^/]+/metrics\.json$")

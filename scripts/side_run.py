@@ -5,7 +5,7 @@
 The script runs in this process (``runpy``), its standard output shown and kept; when it succeeds, ``--out`` is
 written (swapped in whole) and beside it ``<out>.code.json``: the command, the commit, and the sha256 of every
 repository file the run imported. The report marks the side run's numbers stale when any of those files changes
-(swarmlab/report/side_code.py), and names this command to rerun it. A failed script writes nothing.
+(swarmlab/drive/report/side_code.py), and names this command to rerun it. A failed script writes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from swarmlab.io import atomic_write_text  # noqa: E402
 from swarmlab.paths import code_commit  # noqa: E402
-from swarmlab.report import side_code  # noqa: E402
+from swarmlab.drive.report import side_code  # noqa: E402
 
 
 class Tee(io.TextIOBase):

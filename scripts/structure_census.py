@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("swarmlab", "models", "tasks", "pipelines")
 MACHINERY = (
     "swarmlab/settings.py",
-    "swarmlab/params.py",
-    "swarmlab/sections.py",
-    "swarmlab/run_config.py",
-    "swarmlab/spec.py",
+    "swarmlab/drive/params.py",
+    "swarmlab/drive/sections.py",
+    "swarmlab/drive/run_config.py",
+    "swarmlab/drive/spec.py",
 )
 
 

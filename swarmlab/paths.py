@@ -50,7 +50,7 @@ def tracking_uri() -> str:
 def git_commit() -> str:
     """The commit every run records: ``<sha>``, ``-dirty`` when tracked *code* differs from it (files under reports/,
     data/, outputs/ and dvc.lock do not count); ``$SWARMLAB_GIT_COMMIT`` wins; ``unknown`` outside git. One function
-    for every writer (``code_commit`` below); readers use ``swarmlab.report.provenance``."""
+    for every writer (``code_commit`` below); readers use ``swarmlab.drive.report.provenance``."""
     return code_commit(REPO_ROOT)
 
 

@@ -93,7 +93,7 @@ TRAINING_VIEW_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 # an uncommitted edit. ``paths`` (where the data lies) and ``schedule`` (how runs are spread) change no result and
 # are left out; ``profile`` has its own part. A name already taken in the experiment gets `` #2``, `` #3``...
 DVC_ENV = ("DVC_EXP_NAME", "DVC_EXP_BASELINE_REV", "DVC_STAGE")
-CONTEXT_ENV = "SWARMLAB_RUN_CONTEXT"  # the driver's context, for Ray workers (swarmlab/schedule/scheduler.py)
+CONTEXT_ENV = "SWARMLAB_RUN_CONTEXT"  # the driver's context, for Ray workers (swarmlab/drive/schedule/scheduler.py)
 NOT_SETTINGS = ("paths", "schedule", "profile")
 MAX_NAME = 250
 

@@ -109,7 +109,7 @@ class Metrics(abc.ABC):
         """JSON-able results beside the scalars (a confusion matrix, say); empty by default."""
         return {}
 
-    # Per-item scores, for intervals and paired tests over the test items (swarmlab.report.stats). Off by default:
+    # Per-item scores, for intervals and paired tests over the test items (swarmlab.drive.report.stats). Off by default:
     # training passes keep nothing per row; the evaluate stage sets ``keep_items = True`` before its pass.
     keep_items: bool = False
 

@@ -84,7 +84,7 @@ def split_tables(
 
 
 def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
-    """The ``prepare`` step: ``cfg`` is the checked ``prepare:`` section (``swarmlab.sections.PrepareConfig``)."""
+    """The ``prepare`` step: ``cfg`` is the checked ``prepare:`` section (``swarmlab.drive.sections.PrepareConfig``)."""
     source = resolve(cfg.source) if cfg.source else datasets / "imdb"
     t0 = time.perf_counter()
     tables = read_imdb(source)
@@ -110,7 +110,7 @@ def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
 
 def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> dict:
     """The ``augment`` step over the prepared splits in ``in_dir``: ``cfg`` is the checked ``augment:`` section
-    (``swarmlab.sections.AugmentConfig``). Returns the rows per source and the rejections per strategy."""
+    (``swarmlab.drive.sections.AugmentConfig``). Returns the rows per source and the rejections per strategy."""
     meta_in = read_meta(in_dir / "meta.json", "dvc repro prepare")
     if "train" not in meta_in["splits"]:
         raise SwarmlabError(f"{in_dir / 'meta.json'} lists no train split: rerun the prepare stage")
@@ -160,7 +160,7 @@ def ids_column(ids: np.ndarray) -> pa.Array:
 
 def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
     """The ``tokenize`` step over the splits in ``in_dir`` (the augmented ones, or any folder of the prepared
-    layout): ``cfg`` is the checked ``tokenize:`` section (``swarmlab.sections.TokenizeConfig``)."""
+    layout): ``cfg`` is the checked ``tokenize:`` section (``swarmlab.drive.sections.TokenizeConfig``)."""
     seq_len = cfg.seq_len
     vocab_path = resolve(cfg.vocab, base=datasets)
     tokenizer = build_wordpiece(vocab_path)  # encode_texts truncates; padding is a numpy fill (faster)

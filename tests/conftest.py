@@ -176,7 +176,7 @@ def imdb_step(params: dict, step: str, out_dir: Path, in_dir: Path | None = None
     import json
 
     from swarmlab.paths import datasets_dir
-    from swarmlab.sections import section
+    from swarmlab.drive.sections import section
     from tasks import imdb_data
 
     out_dir.mkdir(parents=True)

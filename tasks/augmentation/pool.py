@@ -142,7 +142,7 @@ def augment_train(table: pa.Table, cfg, *, seed: int, nltk_dir: Path | None) -> 
     """The augmented training table (originals first, then new rows; seeded row order) and its statistics.
 
     ``table`` has the prepared columns (uid, text, label, rating, review_id); ``cfg`` is the checked ``augment:``
-    section (``swarmlab.sections.AugmentConfig``). Pure: the same inputs give the same table whatever
+    section (``swarmlab.drive.sections.AugmentConfig``). Pure: the same inputs give the same table whatever
     ``cfg.workers`` is.
     """
     base = with_provenance(table)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from swarmlab import dvcdeps
-from swarmlab.params import OVERRIDE_SECTIONS
+from swarmlab.drive.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
 PIPELINES = [REPO_ROOT / p for p in dvcdeps.PIPELINES]
@@ -112,7 +112,7 @@ def test_stage_declares_the_override_sections_of_what_it_reads(pipeline, name, s
 def test_the_import_walk_sees_imports_inside_functions(tmp_path):
     """The generator must see lazy imports (the stages import MLflow, tasks, plots inside functions)."""
     files = dvcdeps.imported_files(REPO_ROOT / "pipelines" / "train.py")
-    assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside swarmlab/training/run.py:train_one only
+    assert REPO_ROOT / "swarmlab" / "plots.py" in files  # imported inside swarmlab/drive/training/run.py:train_one only
     assert REPO_ROOT / "tasks" / "registry.py" in files  # through tasks/__init__.py
     assert REPO_ROOT / "tasks" / "long_data.py" in files  # the registry imports every module of tasks/
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swarmlab.report.claims import load_claims
+from swarmlab.drive.report.claims import load_claims
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
 pytestmark = pytest.mark.slow

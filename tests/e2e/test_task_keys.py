@@ -22,8 +22,8 @@ import re
 import pytest
 import yaml
 
-from swarmlab.params import load_params
-from swarmlab.runs import make_task
+from swarmlab.drive.params import load_params
+from swarmlab.drive.runs import make_task
 from tasks import task_class
 from tasks.base import Task
 from tests.conftest import REPO_ROOT

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from tests.conftest import imdb_step
 
 POSITIVE = "great wonderful superb moving brilliant delightful charming excellent".split()
@@ -143,7 +143,7 @@ def ray_local():
 
     import ray
 
-    from swarmlab.schedule.cluster import connect_ray
+    from swarmlab.drive.schedule.cluster import connect_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp_dir = short_tmpdir("rt")

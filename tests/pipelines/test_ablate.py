@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from pipelines.ablate import ablate
-from swarmlab.ablations import grid_points, point_params, write_params_file
-from swarmlab.params import load_params
-from swarmlab.run_config import train_settings
+from swarmlab.drive.ablations import grid_points, point_params, write_params_file
+from swarmlab.drive.params import load_params
+from swarmlab.drive.run_config import train_settings
 from swarmlab.errors import SwarmlabError
 
 
@@ -118,7 +118,7 @@ def test_bad_grids_are_one_line_errors():
 def test_a_point_runs_known_stages_only(tmp_path):
     """A grid's `stages` are generic stages or the data steps of its task (IMDB's augment grid reruns `augment`
     and `tokenize` in the point's workspace): anything else is refused before the workspace is made."""
-    from swarmlab.ablation_runs import run_point
+    from swarmlab.drive.ablation_runs import run_point
 
     params = load_params(profile="smoke")
     spec = {**params["ablations"]["augment"], "stages": ["augment", "tokenise", "train"]}
@@ -178,7 +178,7 @@ def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path, monkey
     params = toy_params()
     params["tasks"]["toy_counting"]["seeds"] = [0, 1]
     roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
-    monkeypatch.setattr("swarmlab.ablation_runs.REPO_ROOT", tmp_path)  # as if the work folder were in the repo
+    monkeypatch.setattr("swarmlab.drive.ablation_runs.REPO_ROOT", tmp_path)  # as if the work folder were in the repo
     first = ablate(params, "layers", only=["num_layers=1"], tracking=False, **roots)
     assert first["points"][0]["status"] == "ok"
     assert first["points"][0]["workspace"] == "outputs/ablations/layers/num_layers=1"  # no machine's path
@@ -205,7 +205,7 @@ def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypat
     keeps the name it has."""
     from mlflow.tracking import MlflowClient
 
-    from swarmlab.ablation_runs import tag_runs
+    from swarmlab.drive.ablation_runs import tag_runs
     from swarmlab.tracking import MlflowTracker
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"

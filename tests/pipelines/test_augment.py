@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from swarmlab.sections import section
+from swarmlab.drive.sections import section
 from tasks.augmentation.pool import augment_train, init_worker, pick, plan_combos, with_provenance
 from tasks.imdb_data import augment
-from swarmlab.sections import AugmentConfig
+from swarmlab.drive.sections import AugmentConfig
 from swarmlab.errors import SwarmlabError
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from swarmlab.paths import PARAMS_FILE, datasets_dir
 from tasks.augmentation.lexicon import NEGATIONS, NUMBER_WORDS, STOP_WORDS, is_skipped
 from tasks.augmentation.strategies import WORD_RE

@@ -155,7 +155,7 @@ TRACKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_
 def good(tmp_path_factory):
     """Every track's data and one good run, built in this process (each stage once); evaluate@clustering_direct,
     sample@mnist and frontier@clustering_direct too; returns (root, raw params, snapshot)."""
-    from swarmlab.params import load_params
+    from swarmlab.drive.params import load_params
     from pipelines.data import build
     from pipelines.evaluate import evaluate
     from pipelines.frontier import frontier

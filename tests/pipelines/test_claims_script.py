@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swarmlab.ablations import grid_points
-from swarmlab.params import load_params
-from swarmlab.report.testsplit import load_log
+from swarmlab.drive.ablations import grid_points
+from swarmlab.drive.params import load_params
+from swarmlab.drive.report.testsplit import load_log
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
 GRID = "long_lr_listops"  # a grid whose task reads no IMDB data: the script builds only ListOps' data

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from pipelines.frontier import frontier
-from swarmlab.frontier import frontier_flags, parse_params
+from swarmlab.drive.frontier import frontier_flags, parse_params
 from swarmlab.errors import SwarmlabError
 
 

@@ -1,4 +1,4 @@
-"""swarmlab/guard.py in process: the dry run refuses a model before any run trains, a diverged run never
+"""swarmlab/drive/guard.py in process: the dry run refuses a model before any run trains, a diverged run never
 replaces the previous one, and a run's seal catches a replaced checkpoint (the subprocess table of every track is
 tests/pipelines/test_bad_input_tracks.py)."""
 
@@ -10,8 +10,8 @@ import hashlib
 import pytest
 import torch
 
-from swarmlab.spec import resolve
-from swarmlab.run_config import load_best
+from swarmlab.drive.spec import resolve
+from swarmlab.drive.run_config import load_best
 from pipelines.train import train
 from swarmlab.errors import SwarmlabError
 from tests.tasks.test_clustering_tasks import direct_data  # noqa: F401  (a module fixture: tiny clustering_direct data)

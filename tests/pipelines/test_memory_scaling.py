@@ -1,4 +1,4 @@
-"""The memory_scaling stage (pipelines/memory_scaling.py, its machinery in swarmlab/memory_scaling.py): spec
+"""The memory_scaling stage (pipelines/memory_scaling.py, its machinery in swarmlab/drive/memory_scaling.py): spec
 parsing, fits, predictions, goals, errors, and a tiny end-to-end run.
 
 Nothing here asserts a speed or a memory size: those are measured by the script and read by people.
@@ -13,8 +13,8 @@ import pytest
 
 import models
 from pipelines import memory_scaling as stage
-from swarmlab import memory_scaling as ms
-from swarmlab.params import load_params, validate_all
+from swarmlab.drive import memory_scaling as ms
+from swarmlab.drive.params import load_params, validate_all
 from swarmlab.errors import SwarmlabError
 
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from pipelines.paper_baselines import run_stage
-from swarmlab.report.baseline_runs import log_baselines
-from swarmlab.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote
+from swarmlab.drive.report.baseline_runs import log_baselines
+from swarmlab.drive.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines, normalise_quote
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 

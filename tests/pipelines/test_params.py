@@ -1,8 +1,8 @@
 import pytest
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.params import load_params, validate_all
-from swarmlab.run_config import model_overrides, train_settings
+from swarmlab.drive.params import load_params, validate_all
+from swarmlab.drive.run_config import model_overrides, train_settings
 
 BASE = """
 profile: a

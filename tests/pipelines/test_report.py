@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from pipelines.report import write_report
 from tests.conftest import REPO_ROOT
 
@@ -110,8 +110,8 @@ def tiny_store(uri: str) -> str:
     from mlflow.tracking import MlflowClient
 
     from swarmlab.tracking import MlflowTracker
-    from swarmlab.report.baseline_runs import log_baselines
-    from swarmlab.report.baselines import load_baselines
+    from swarmlab.drive.report.baseline_runs import log_baselines
+    from swarmlab.drive.report.baselines import load_baselines
 
     sources, entries = load_baselines()
     log_baselines(sources, entries[:2], uri)
@@ -243,7 +243,7 @@ def test_a_run_is_set_only_against_the_paper_rows_its_config_matches(tmp_path):
 
     import numpy as np
 
-    from swarmlab.report.testsplit import write_items
+    from swarmlab.drive.report.testsplit import write_items
 
     params = copy.deepcopy(load_params(profile="smoke"))
     params["tasks"]["clustering_mog"]["model_overrides"] = {

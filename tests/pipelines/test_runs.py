@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from swarmlab.params import load_params
-from swarmlab.runs import make_task
-from swarmlab.run_config import build_model, train_config
+from swarmlab.drive.params import load_params
+from swarmlab.drive.runs import make_task
+from swarmlab.drive.run_config import build_model, train_config
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
@@ -102,7 +102,7 @@ def test_the_data_stage_refuses_a_task_that_builds_no_data(tmp_path):
 
 
 def test_model_overrides_may_hold_fields_for_one_model_only():
-    from swarmlab.run_config import model_overrides
+    from swarmlab.drive.run_config import model_overrides
 
     params = params_with()
     params["tasks"]["clustering_mog"]["model_overrides"] = {
@@ -193,7 +193,7 @@ def test_per_model_training_settings_are_checked_before_anything_trains(tmp_path
 
 
 def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
-    from swarmlab.run_config import model_overrides
+    from swarmlab.drive.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -232,7 +232,7 @@ def test_model_overrides_of_one_model_go_on_top_by_name_then_pattern():
     ],
 )
 def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
-    from swarmlab.run_config import model_overrides
+    from swarmlab.drive.run_config import model_overrides
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "model_overrides": per_model})
     with pytest.raises(SwarmlabError, match=message) as info:
@@ -241,7 +241,7 @@ def test_bad_per_model_overrides_are_one_line_errors(per_model, message):
 
 
 def test_a_refused_per_model_override_names_the_section():
-    from swarmlab.run_config import model_overrides
+    from swarmlab.drive.run_config import model_overrides
 
     params = params_with(
         counting={
@@ -258,7 +258,7 @@ def test_a_refused_per_model_override_names_the_section():
 
 
 def test_per_task_evaluate_settings_set_the_validation_and_test_batch():
-    from swarmlab.run_config import evaluate_settings
+    from swarmlab.drive.run_config import evaluate_settings
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "evaluate": {"batch_size": 7}})
     assert evaluate_settings(params, "counting") == {**params["evaluate"], "batch_size": 7}
@@ -288,7 +288,7 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     seed's run starts from the same weights as that seed alone would."""
     import torch
 
-    from swarmlab.runs import Run, task_runs
+    from swarmlab.drive.runs import Run, task_runs
     from pipelines.train import train
 
     section = {
@@ -325,7 +325,7 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     ],
 )
 def test_bad_seeds_are_one_line(seeds, message):
-    from swarmlab.runs import task_runs
+    from swarmlab.drive.runs import task_runs
 
     params = params_with(counting={"task": "toy_counting", "models": ["transformer"], "seeds": seeds})
     with pytest.raises(SwarmlabError, match=message):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swarmlab.params import load_params
-from swarmlab.schedule.scheduler import Scheduler, run_resources, schedule_settings
+from swarmlab.drive.params import load_params
+from swarmlab.drive.schedule.scheduler import Scheduler, run_resources, schedule_settings
 from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT, run_train_toy
 
@@ -124,7 +124,7 @@ def test_an_unreachable_cluster_is_one_line_before_anything_is_written(tmp_path)
 
 
 def _scheduler(params):
-    from swarmlab.spec import resolve
+    from swarmlab.drive.spec import resolve
 
     spec = resolve(params, "train", "toy_counting", parallel=2, tracking=False)
     return Scheduler(spec, spec.task.build())
@@ -222,8 +222,8 @@ def test_a_run_is_handed_to_ray_only_when_the_cluster_has_room_for_it():
     not inside Ray; 1-CPU runs go two at a time; GPUs count the same way; the first run is always submitted."""
     from types import SimpleNamespace
 
-    from swarmlab.schedule.cluster import Resources
-    from swarmlab.schedule.scheduler import _room_for
+    from swarmlab.drive.schedule.cluster import Resources
+    from swarmlab.drive.schedule.scheduler import _room_for
 
     def job(name):
         return SimpleNamespace(run=SimpleNamespace(name=name))

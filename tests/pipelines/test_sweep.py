@@ -138,10 +138,10 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(ray_local, tiny
 
     # the interrupted trial ends where an uninterrupted run of its configuration ends
     from swarmlab.engine import TrainConfig, fit
-    from swarmlab.run_config import build_model
+    from swarmlab.drive.run_config import build_model
     from swarmlab.seeds import set_seeds
-    from swarmlab.sweep.trial import load_split as _load
-    from swarmlab.sweep.setup import trial_train_config
+    from swarmlab.drive.sweep.trial import load_split as _load
+    from swarmlab.drive.sweep.setup import trial_train_config
     from tasks import get_task
 
     task = get_task("imdb", {"data_dir": str(tiny_data)})

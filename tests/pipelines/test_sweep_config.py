@@ -14,12 +14,12 @@ from models.registry import _REGISTRY, register_model
 from models.swarmformer import SwarmFormerConfig
 from swarmlab.engine import TrainConfig
 from swarmlab.errors import SwarmlabError
-from swarmlab.params import load_params, validate_all
-from swarmlab.sweep.search_space import resolve_space
+from swarmlab.drive.params import load_params, validate_all
+from swarmlab.drive.sweep.search_space import resolve_space
 from pipelines.sweep import main
-from swarmlab.schedule.cluster import check_reachable
-from swarmlab.sweep.spec import resolve_sweep
-from swarmlab.sweep.setup import model_space, trial_resources, trial_train_config
+from swarmlab.drive.schedule.cluster import check_reachable
+from swarmlab.drive.sweep.spec import resolve_sweep
+from swarmlab.drive.sweep.setup import model_space, trial_resources, trial_train_config
 from tasks import get_task
 
 from tests.pipelines.conftest import TINY_SPACE, free_port, write_params
@@ -119,7 +119,7 @@ def test_every_text_model_gets_a_valid_space_in_every_profile(profile, model):
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 @pytest.mark.parametrize("model", models.list_models(kind="set"))
 def test_every_set_model_gets_a_valid_clustering_space_in_every_profile(profile, model):
-    from swarmlab.runs import make_task
+    from swarmlab.drive.runs import make_task
 
     params = load_params(profile=profile)
     space = sweep_space(params, model, make_task(params, "clustering_direct"))
@@ -140,8 +140,8 @@ def test_clustering_direct_spaces_are_the_seeds_table_1():
 
 
 def test_a_task_sweeps_its_own_models_when_sweep_models_name_another_tracks():
-    from swarmlab.runs import make_task
-    from swarmlab.sweep.setup import configured_models
+    from swarmlab.drive.runs import make_task
+    from swarmlab.drive.sweep.setup import configured_models
 
     params = load_params(profile="smoke")
     assert configured_models(params, "imdb", "text") == ["swarmformer_small"]
@@ -332,7 +332,7 @@ def test_runs_of_trials_tune_never_recorded_are_closed(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from swarmlab.tracking import MlflowTracker
-    from swarmlab.sweep.orphans import close_orphan_runs
+    from swarmlab.drive.sweep.orphans import close_orphan_runs
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     parent = MlflowTracker("imdb-sweep", "sweep-x", uri=uri)

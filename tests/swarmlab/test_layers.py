@@ -4,8 +4,10 @@
   one way to declare and check a setting, which imports nothing else of the project): nn.Module code and configs;
 * ``swarmlab`` never imports ``pipelines``, which holds only the stage entry points; nor does it name a stage
   module for the scheduler to import (``"pipelines.train:train_run"``);
-* ``swarmlab.engine`` and swarmlab's base modules (everything but ``ABOVE_TASKS``) import nothing from ``tasks`` or
-  ``models``, nor any module of ``ABOVE_TASKS``: so neither does anything they import;
+* the floors are folders: ``swarmlab/drive/`` (the resolver, runs, scheduler, training, evaluation, sweep, report)
+  drives models and tasks; the rest of ``swarmlab/`` (the ground: top-level modules and ``engine/``) imports nothing
+  from ``tasks``, ``models`` or ``swarmlab/drive/``, so neither does anything it imports; models and tasks never
+  import the drive; the oracles (``swarmlab/testing/``) import no product code;
 * nothing outside ``pipelines/`` (and the tests) imports ``pipelines``;
 * no module under ``pipelines/`` imports another ``pipelines`` module: a stage is a ``main()`` over the library.
 """
@@ -20,25 +22,11 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-# The swarmlab modules that turn params into runs and so sit above the task contract and the model registry.
-ABOVE_TASKS = {
-    "swarmlab.frontier",  # builds models to name their architecture codes
-    "swarmlab.memory_scaling",
-    "swarmlab.params",  # checks task names through swarmlab.sections
-    "swarmlab.run_config",
-    "swarmlab.runs",
-    "swarmlab.sections",
-    "swarmlab.stage_cli",
-    "swarmlab.guard",
-    "swarmlab.ablation_runs",
-    "swarmlab.spec",  # resolves params into the runs' specs: tasks, models and the engine's settings
-}
-ABOVE_TASKS_PACKAGES = (
-    "swarmlab.evaluation",
-    "swarmlab.schedule",
-    "swarmlab.sweep",
-    "swarmlab.training",
-)
+# The floors are folders: swarmlab/drive/ turns params into runs and sits above the task contract and the model
+# registry; the rest of swarmlab/ (its top-level modules and engine/) is the ground models and tasks stand on;
+# swarmlab/testing/ holds the oracles, which import nothing of the project's product code.
+DRIVE = "swarmlab.drive"
+TESTING = "swarmlab.testing"
 
 
 def module_name(path: Path) -> str:
@@ -73,7 +61,7 @@ def under(name: str, *tops: str) -> bool:
 
 
 def above_tasks(name: str) -> bool:
-    return name in ABOVE_TASKS or under(name, *ABOVE_TASKS_PACKAGES)
+    return under(name, DRIVE)
 
 
 def bad_imports(paths: list[Path], forbidden) -> list[str]:
@@ -83,6 +71,7 @@ def bad_imports(paths: list[Path], forbidden) -> list[str]:
 MODELS_MAY_IMPORT = {
     "swarmlab.settings",
     "swarmlab.errors",
+    "swarmlab.log",  # status lines; a stage's cli wrapper (errors) checks the log level
     "swarmlab.registry",
 }  # the registry: models and tasks alike
 
@@ -111,11 +100,24 @@ def test_swarmlab_never_imports_the_stages():
     assert not named, f"swarmlab names stage functions for the scheduler to import: {named}"
 
 
-def test_the_engine_and_the_base_modules_stay_below_tasks_and_models():
-    base = [p for p in modules("swarmlab") if not above_tasks(module_name(p))]
-    assert any(module_name(p) == "swarmlab.engine.loop" for p in base)
-    found = bad_imports(base, lambda n: under(n, "tasks", "models", "pipelines") or above_tasks(n))
-    assert not found, f"base modules import above their floor (or add the module to ABOVE_TASKS): {found}"
+def test_the_ground_stays_below_tasks_and_models():
+    ground = [p for p in modules("swarmlab") if not under(module_name(p), DRIVE, TESTING)]
+    assert any(module_name(p) == "swarmlab.engine.loop" for p in ground)
+    found = bad_imports(ground, lambda n: under(n, "tasks", "models", "pipelines") or above_tasks(n))
+    assert not found, f"ground modules import above their floor (or the module belongs in swarmlab/drive/): {found}"
+
+
+@pytest.mark.parametrize("folder", ["models", "tasks"])
+def test_models_and_tasks_never_import_the_drive(folder):
+    assert not bad_imports(modules(folder), above_tasks)
+
+
+def test_the_oracles_import_no_product_code():
+    """An oracle that shared code with what it checks would share its bugs (swarmlab/testing/__init__.py)."""
+    found = bad_imports(
+        modules("swarmlab/testing"), lambda n: under(n, "models", "tasks", "pipelines", DRIVE, "swarmlab.engine")
+    )
+    assert not found, found
 
 
 @pytest.mark.parametrize("folder", ["models", "tasks", "swarmlab", "benchmarks", "scripts"])

@@ -34,7 +34,7 @@ def test_info_is_the_bare_message_on_stdout_and_warnings_go_to_stderr(capsys, le
 
 def test_the_level_hides_status_lines_but_keeps_problems(capsys, level):
     level("warning")
-    log = get_logger("swarmlab.training.run")
+    log = get_logger("swarmlab.drive.training.run")
     log.info("a status line")
     log.error("error: something")
     out, err = capsys.readouterr()

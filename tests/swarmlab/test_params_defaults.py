@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from swarmlab.engine import TrainConfig
-from swarmlab.sections import SECTIONS
+from swarmlab.drive.sections import SECTIONS
 from tests.conftest import REPO_ROOT
 
 DEFAULTS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["defaults"]

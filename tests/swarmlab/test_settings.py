@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from swarmlab.engine import RESUMABLE_CHANGES, TrainConfig
-from swarmlab.sections import SweepConfig
+from swarmlab.drive.sections import SweepConfig
 from swarmlab.settings import SettingsError, fields_with, parse, setting
-from swarmlab.sweep.tune import SETTINGS
+from swarmlab.drive.sweep.tune import SETTINGS
 
 
 def rules(cls, name: str) -> dict:

@@ -1,4 +1,4 @@
-"""Resolve once (issue 36): swarmlab.spec turns params into frozen specs equal to what the stages resolve today."""
+"""Resolve once (issue 36): swarmlab.drive.spec turns params into frozen specs equal to what the stages resolve today."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.params import load_params
-from swarmlab.run_config import evaluate_settings, model_overrides, train_config
-from swarmlab.runs import make_task, task_runs
-from swarmlab.spec import RunSpec, resolve
+from swarmlab.drive.params import load_params
+from swarmlab.drive.run_config import evaluate_settings, model_overrides, train_config
+from swarmlab.drive.runs import make_task, task_runs
+from swarmlab.drive.spec import RunSpec, resolve
 from tests.conftest import REPO_ROOT
 
 

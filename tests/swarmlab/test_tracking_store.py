@@ -46,7 +46,7 @@ def test_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_path):
 def test_sqlite_uris_parse_to_their_file_and_workers_get_an_absolute_one(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from swarmlab.schedule.cluster import absolute_tracking_uri
+    from swarmlab.drive.schedule.cluster import absolute_tracking_uri
     from swarmlab.tracking import sqlite_path
 
     assert sqlite_path("sqlite:///runs/m.db") == Path("runs/m.db")

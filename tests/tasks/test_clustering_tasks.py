@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from swarmlab.params import load_params
-from swarmlab.runs import make_task
+from swarmlab.drive.params import load_params
+from swarmlab.drive.runs import make_task
 from swarmlab.errors import SwarmlabError
 from swarmlab.testing.reference_metrics import adjusted_rand_index
 from tasks.clustering import MogStream, eval_order

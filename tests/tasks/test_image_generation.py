@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import models
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from swarmlab.errors import SwarmlabError
 from swarmlab.plots import tile
 from tasks.idx import write_idx

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from swarmlab.params import load_params
-from swarmlab.runs import make_task, model_names
-from swarmlab.run_config import build_model, model_overrides
+from swarmlab.drive.params import load_params
+from swarmlab.drive.runs import make_task, model_names
+from swarmlab.drive.run_config import build_model, model_overrides
 from swarmlab.errors import SwarmlabError
 from tasks.long_data import (
     ARXIV11_CATEGORIES,

@@ -1,0 +1,87 @@
+"""A read-only view of the MLflow tracking store for the report: run links, the latest run of a name, the papers' runs.
+Without a store (or with ``--no-mlflow``) ``ok`` is False and ``status`` says why; the report then shows no links."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarmlab.drive.report.cells import rel
+from swarmlab.tracking import SQLITE, open_client, sqlite_path
+
+
+class MlflowIndex:
+    """Read-only view of the tracking store; ``ok`` is False (and ``status`` says why) when there is none."""
+
+    def __init__(self, uri: str | None, ui: str, enabled: bool = True, *, root: Path | None = None):
+        """``root``: the repository whose paths a sqlite store's URI is shown relative to."""
+        self.uri, self.ui, self.ok, self.client, self.root = uri, ui.rstrip("/"), False, None, root
+        self._runs: dict[str, list] = {}
+        if not enabled:
+            self.status = "not read (`--no-mlflow`)"
+            return
+        db = sqlite_path(uri)
+        if db is not None and not db.is_file():
+            self.status = (
+                f"no store at `{self.show_uri()}`: run ids and links are not shown (make runs with MLflow on, "
+                f"or point MLFLOW_TRACKING_URI at the store)"
+            )
+            return
+        try:
+            self.client = open_client(uri)  # imports mlflow there: heavy, and the report runs without it
+            self.experiments = {e.name: e.experiment_id for e in self.client.search_experiments()}
+        except Exception as exc:  # mlflow missing, an unreachable server, a damaged store
+            self.status = f"cannot read `{self.show_uri()}`: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            self.client = None
+            return
+        self.ok = True
+        self.status = f"`{self.show_uri()}`: {len(self.experiments)} experiments"
+
+    def show_uri(self) -> str:
+        path = sqlite_path(self.uri)
+        if path is not None:
+            return SQLITE + (rel(path, self.root) if self.root is not None else str(path))
+        return self.uri or "?"
+
+    def runs(self, experiment: str) -> list:
+        if not self.ok or experiment not in self.experiments:
+            return []
+        if experiment not in self._runs:
+            found, page = [], None
+            while True:
+                batch = self.client.search_runs(
+                    [self.experiments[experiment]],
+                    max_results=1000,
+                    page_token=page,
+                    order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
+                )
+                found += list(batch)
+                page = batch.token
+                if not page:
+                    break
+            self._runs[experiment] = found
+        return self._runs[experiment]
+
+    def get(self, run_id: str):
+        if not self.ok or not run_id:
+            return None
+        try:
+            return self.client.get_run(run_id)
+        except Exception:
+            return None
+
+    def latest(self, experiment: str, run_name: str):
+        """The newest finished run of that key (``<model>-seed<k>``: the stages' ``run`` tag; older runs were named
+        by it) that is not an ablation point; and how many such runs exist."""
+        runs = [
+            r
+            for r in self.runs(experiment)
+            if (r.data.tags.get("run") or r.info.run_name) == run_name
+            and "ablation_grid" not in r.data.tags
+            and r.info.status == "FINISHED"
+        ]
+        return (runs[-1] if runs else None), len(runs)
+
+    def link(self, run) -> str:
+        if run is None:
+            return "no MLflow run"
+        return f"[run {run.info.run_id[:8]}]({self.ui}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id})"

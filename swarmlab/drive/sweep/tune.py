@@ -1,0 +1,339 @@
+"""The Ray Tune plumbing of a sweep: per model one Tune experiment in ``outputs/sweep/<task>/ray/<model>`` (Optuna's
+TPE, seeded; ASHA; a crashed trial restarts from its checkpoint; ``--resume`` restores the searcher's state), its
+MLflow parent run ``sweep-<model>``, and the sweep's state file; ``sweep_models`` runs every model on one Ray.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from swarmlab.errors import SwarmlabError
+from swarmlab.io import atomic_write_text
+from swarmlab.log import get_logger
+from swarmlab.paths import git_commit
+from swarmlab.drive.schedule.cluster import absolute_tracking_uri, connect_ray, resolve_address
+from swarmlab.drive.sections import SweepConfig
+from swarmlab.drive.sweep.orphans import close_orphan_runs
+from swarmlab.drive.sweep.search_space import ResolvedSpace
+from swarmlab.drive.sweep.setup import max_evaluations, trial_resources
+from swarmlab.drive.sweep.tables import rank
+
+logger = get_logger(__name__)
+
+if TYPE_CHECKING:
+    from swarmlab.drive.sweep.spec import SweepModelSpec, SweepSpec
+
+STATE_FILE = "state.json"
+# the sweep's own settings (the section but its models, address and search spaces), as SweepConfig declares them
+SETTINGS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name not in ("models", "address", "spaces"))
+
+
+def _experiment_trials(grid) -> list:
+    return list(grid._experiment_analysis.trials)  # the only place Tune exposes each trial's status
+
+
+def _trial_name(trial) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+def sweep_model(
+    model: SweepModelSpec,
+    space: ResolvedSpace,
+    *,
+    task,
+    spec: SweepSpec,
+    ray_dir: Path,
+    state: dict,
+    resources: dict,
+    resume: bool,
+    tracking: bool,
+    lines: bool,
+    callbacks=(),
+    num_samples: int | None = None,
+) -> dict:
+    """Run (or continue) the Tune experiment of one model; returns its trials and its best trial.
+
+    In four steps: the model's MLflow parent run (``_parent_run``), what every trial is told (``_trial_context``),
+    the Tune experiment, new or restored (``_tuner``), and its trials ranked into the result (``_results``)."""
+    import optuna  # optuna, ray: heavy, and only a sweep needs them
+    from ray import tune
+
+    from swarmlab.drive.sweep.trial import run_trial
+
+    name, cfg = model.model, spec.settings
+    entry = state["models"].setdefault(name, {})
+    settings = {k: cfg[k] for k in SETTINGS} | ({"num_samples": num_samples} if num_samples else {})
+    uri = absolute_tracking_uri() if tracking else None
+    parent = _parent_run(name, space, task, spec.profile, state, entry, settings, uri)
+    entry["parent_run_id"] = parent.run_id
+    atomic_write_text(ray_dir.parent / STATE_FILE, json.dumps(state, indent=2) + "\n")
+
+    ctx = _trial_context(model, space, task, spec, state, uri, parent.run_id)
+    trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
+    exp_dir = ray_dir / name
+    os.environ.setdefault(
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
+    )  # one checkpoint per evaluation is intended
+    # Snapshot the experiment state every second (Tune's default waits >= 10 s): a trial that ended before the driver
+    # died is then known as finished on --resume instead of being restored from its final checkpoint.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    if lines:  # Tune's newer console output prints banners even at verbose=0; the classic one stays quiet
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        tuner = _tuner(
+            name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, state, uri, resume, lines, callbacks
+        )
+        grid = tuner.fit()
+    except BaseException:
+        parent.finish("FAILED")
+        raise
+    return _results(name, space, task, grid, parent, exp_dir, uri, tracking)
+
+
+def _parent_run(name, space, task, profile, state, entry, settings, uri):
+    """The model's MLflow parent run ``sweep-<model>`` (its settings and space logged once; continued on resume)."""
+    from swarmlab.tracking import MlflowTracker, NullTracker
+
+    if uri is None:
+        return NullTracker()
+    # the driver creates the experiment (artifact location beside the store) before any trial
+    parent = MlflowTracker(
+        f"{task.key}-sweep",
+        f"sweep-{name}",
+        run_id=entry.get("parent_run_id"),
+        uri=uri,
+        tags={
+            "stage": "sweep",
+            "model": name,
+            "task": task.key,
+            "sweep_id": state["sweep_id"],
+            "profile": profile,
+            "git_commit": git_commit(),
+        },
+    )
+    if not entry.get("parent_run_id"):
+        parent.log_params(
+            {
+                "sweep": settings,
+                "space": space.describe(),
+                "space_source": space.source,
+                "task": {"name": task.name, "key": task.key, **dataclasses.asdict(task.options)},
+            }
+        )
+    return parent
+
+
+def _trial_context(model, space, task, spec, state, uri, parent_run_id):
+    """What every trial of the model is told: the task to build, the model, its space and training settings."""
+    from swarmlab.drive.sweep.trial import TrialContext
+
+    return TrialContext(
+        task=task.name,
+        key=task.key,
+        options=dataclasses.asdict(task.options),
+        root=str(task.root),
+        model=model.model,
+        space=space,
+        train=dict(model.train),
+        monitor=task.monitor,
+        mode=task.mode,
+        cpus_per_trial=spec.settings["cpus_per_trial"],
+        sweep_id=state["sweep_id"],
+        tracking_uri=uri,
+        experiment=f"{task.key}-sweep",
+        parent_run_id=parent_run_id,
+        tags={"profile": spec.profile, "git_commit": git_commit()},
+    )
+
+
+def _tuner(name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, state, uri, resume, lines, callbacks):
+    """The model's Tune experiment: restored under ``--resume`` (its searcher's state too), else a new one (Optuna
+    TPE seeded, ASHA on evaluations, one checkpoint kept per trial, failed trials restarted)."""
+    import optuna
+    from ray.tune import CheckpointConfig, FailureConfig, RunConfig, TuneConfig, Tuner
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from swarmlab.drive.sweep.trial import TrialLog, objective
+
+    label = f"{task.key}/{name}"
+    if resume and Tuner.can_restore(str(exp_dir)):
+        logger.info(f"[{label}] resuming {exp_dir}")
+        return Tuner.restore(str(exp_dir), trainable=trainable, resume_errored=True)
+    shutil.rmtree(exp_dir, ignore_errors=True)
+    max_t = max_evaluations(ctx.train)
+    sampler = optuna.samplers.TPESampler(seed=cfg["seed"], n_startup_trials=cfg["startup_trials"])
+    tuner = Tuner(
+        trainable,
+        param_space=space.tune_space(),
+        tune_config=TuneConfig(
+            metric=objective(task.monitor),
+            mode=task.mode,
+            num_samples=settings["num_samples"],
+            search_alg=OptunaSearch(sampler=sampler),
+            scheduler=ASHAScheduler(
+                time_attr="evaluation",
+                max_t=max_t,
+                grace_period=min(cfg["grace_period"], max_t),
+                reduction_factor=cfg["reduction_factor"],
+            ),
+            max_concurrent_trials=cfg["max_concurrent"] or None,
+            time_budget_s=cfg["sweep_timeout_s"] or None,
+            reuse_actors=True,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
+        run_config=RunConfig(
+            name=name,
+            storage_path=str(ray_dir),
+            verbose=0 if lines else 1,
+            stop={"time_total_s": cfg["trial_timeout_s"]} if cfg["trial_timeout_s"] else None,
+            failure_config=FailureConfig(max_failures=cfg["max_failures"]),
+            checkpoint_config=CheckpointConfig(num_to_keep=1),
+            callbacks=[
+                TrialLog(
+                    label=label,
+                    space=space,
+                    monitor=task.monitor,
+                    max_evaluations=max_t,
+                    lines=lines,
+                    tracking_uri=uri,
+                    experiment=f"{task.key}-sweep",
+                    sweep_id=state["sweep_id"],
+                    max_failures=cfg["max_failures"],
+                    trial_timeout_s=cfg["trial_timeout_s"],
+                ),
+                *callbacks,
+            ],
+        ),
+    )
+    logger.info(f"[{label}] {settings['num_samples']} trials, space {space.describe()}")
+    for note in space.notes:
+        logger.info(f"[{label}] note: {note}")
+    if space.dropped:
+        logger.info(
+            f"[{label}] note: {name} has no field(s) {', '.join(space.dropped)} of the generic space: not searched"
+        )
+    return tuner
+
+
+def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
+    """The finished experiment's trials, ranked; the best one logged to the parent run. An interrupted or wholly
+    failed experiment is a one-line error (the parent run says KILLED / FAILED)."""
+    from swarmlab.drive.sweep.trial import objective
+
+    metric = objective(task.monitor)
+    known = _experiment_trials(grid)
+    if tracking:
+        close_orphan_runs(uri, parent.run_id, {t.trial_id for t in known})
+    unfinished = [t.trial_id for t in known if t.status not in ("TERMINATED", "ERROR")]
+    if unfinished:
+        parent.finish("KILLED")
+        raise SwarmlabError(
+            f"the sweep of {name} was interrupted with {len(unfinished)} trial(s) unfinished: continue it "
+            f"with `python -m pipelines.sweep --task {task.key} --resume`"
+        )
+    rows = []
+    for result in grid:
+        m = result.metrics or {}
+        values = space.decode(result.config) if all(d.name in result.config for d in space.dims) else {}
+        rows.append(
+            {
+                "model": name,
+                "trial": Path(result.path).name.removeprefix("trial_"),
+                "status": "error" if result.error else "ok",
+                metric: m.get(metric),
+                "num_params": m.get("num_params"),
+                "best_step": m.get("best_step"),
+                "best_epoch": m.get("best_epoch"),
+                "evaluations": m.get("evaluation"),
+                "mlflow_run_id": m.get("mlflow_run_id") or None,
+                "checkpoint": str(Path(result.checkpoint.path) / "best.pt") if result.checkpoint else None,
+                "metrics": {k: v for k, v in m.items() if k.startswith("best_val_")},
+                "params": values,
+                "error": str(result.error).strip().splitlines()[-1][:300] if result.error else None,
+            }
+        )
+    rows = rank(rows, metric, task.mode)
+    best = next((r for r in rows if r["status"] == "ok" and r[metric] is not None), None)
+    if best is None:
+        first = next((r for r in rows if r["error"]), None)
+        parent.finish("FAILED")
+        raise SwarmlabError(
+            f"every trial of {name} failed"
+            + (f", e.g. trial {first['trial']}: {first['error']} (details under {exp_dir})" if first else "")
+        )
+    parent.log_params(best["params"])
+    parent.log_metrics(
+        {
+            **best["metrics"],
+            "best_step": best["best_step"],
+            "trials": len(rows),
+            "trials_failed": sum(r["status"] == "error" for r in rows),
+        }
+    )
+    parent.set_tags({"best_trial_id": best["trial"], "best_run_id": best["mlflow_run_id"] or ""})
+    parent.finish()
+    train_kw, model_kw = space.split(best["params"])
+    return {"rows": rows, "best": best, "train": train_kw, "model_overrides": model_kw, "parent_run_id": parent.run_id}
+
+
+def load_state(out_dir: Path, task_key: str, resume: bool) -> dict:
+    """The sweep's state (its id, each model's MLflow parent run): the interrupted sweep's under ``--resume``."""
+    state_path = out_dir / STATE_FILE
+    if resume:
+        if not state_path.is_file():
+            raise SwarmlabError(f"--resume: no sweep of {task_key} to continue in {out_dir}; run without --resume")
+        return json.loads(state_path.read_text())
+    return {"sweep_id": f"{task_key}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}", "models": {}}
+
+
+def sweep_models(
+    spec: SweepSpec,
+    spaces: dict[str, ResolvedSpace],
+    *,
+    task,
+    ray_dir: Path,
+    state: dict,
+    address: str | None,
+    num_cpus: int | None,
+    **kwargs,
+) -> dict:
+    """Connect to Ray (or start a local one, shut down again at the end) and sweep each of the spec's models in
+    turn; ``kwargs`` go to ``sweep_model``. Returns each model's trials and best trial."""
+    import ray  # ray: heavy, and only a sweep or a run on Ray needs it
+
+    cfg = spec.settings
+    started = connect_ray(resolve_address(address, cfg["address"]), num_cpus=num_cpus)
+    try:
+        ray_dir.mkdir(parents=True, exist_ok=True)
+        resources = trial_resources(ray.nodes(), cfg["cpus_per_trial"], cfg["gpus_per_trial"])
+        t0 = time.perf_counter()
+        results = {
+            model.model: sweep_model(
+                model,
+                spaces[model.model],
+                task=task,
+                spec=spec,
+                ray_dir=ray_dir,
+                state=state,
+                resources=resources,
+                **kwargs,
+            )
+            for model in spec.models
+        }
+        logger.info(
+            f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(spec.models)} model(s) "
+            f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})"
+        )
+    finally:
+        if started:
+            ray.shutdown()
+    return results
