@@ -3,7 +3,7 @@ at the same config, width and depth, timed interleaved in one process run (issue
 
 Rows: the models the claims profile (params.yaml ``profiles.claims``) trains, each at its task's shapes, plus
 ``set_transformer_sab`` (a clustering_direct model of the defaults) at clustering_direct's. Shapes, model overrides,
-optimizer and gradient clipping come from the resolved claims params (``swarmlab.run_config``); a set task's N is
+optimizer and gradient clipping come from the resolved claims params (``swarmlab.drive.run_config``); a set task's N is
 the middle of its claims n range (clustering_direct 100..300 -> 200, clustering_mog 100..500 -> 300), a text task's L
 its model's ``seq_len`` (imdb 256) or the data's ``max_len`` (lra_text 1024), MNIST's images 1x28x28.
 
@@ -59,8 +59,8 @@ from models import create_model
 from swarmlab.bench import count_flops, timed, train_step
 from swarmlab.engine import make_optimizer, resolve_amp
 from swarmlab.machine import cpu_flags
-from swarmlab.params import load_params
-from swarmlab.run_config import model_overrides, train_config
+from swarmlab.drive.params import load_params
+from swarmlab.drive.run_config import model_overrides, train_config
 from swarmlab.testing.reference_set_transformer import PublicISAB, PublicMAB
 from swarmlab.testing.reference_swarm import authors_swarm
 from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from swarmlab.params import load_params
+from swarmlab.drive.params import load_params
 from tests.conftest import REPO_ROOT
 
 # benchmarks/ is a folder of scripts, not a package: load the script as a module (registered, for its dataclass)
