@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,11 +55,12 @@ import torch
 import torch.nn as nn
 
 from models import create_model
-from swarmlab.bench import count_flops, timed, train_step
+from swarmlab.bench import count_flops, matmul_probe, timed, train_step
 from swarmlab.engine import make_optimizer, resolve_amp
 from swarmlab.machine import cpu_flags
 from swarmlab.drive.params import load_params
 from swarmlab.drive.run_config import model_overrides, train_config
+from swarmlab.paths import git_commit
 from swarmlab.testing.reference_set_transformer import PublicISAB, PublicMAB
 from swarmlab.testing.reference_swarm import authors_swarm
 from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer
@@ -280,11 +280,11 @@ def measure(rows: list[Row], params: dict, rounds: int) -> dict:
             step()  # warm-up: Adam state, allocator, kernels outside the counting mode
             entries.append(((i, side), step))
             res["times"][i, side] = []
-    mats = {k: (torch.randn(m, k_), torch.randn(k_, n), 2 * m * k_ * n) for k, (m, k_, n) in CEILINGS.items()}
-    peak = {k: 0.0 for k in mats}
+    probes = {name: matmul_probe(*shape) for name, shape in CEILINGS.items()}
+    peak = {name: 0.0 for name in probes}
     for _ in range(rounds):
-        for k, (a, b, n_flops) in mats.items():
-            peak[k] = max(peak[k], max(n_flops / timed(lambda: a @ b) for _ in range(3)) / 1e9)
+        for name, probe in probes.items():
+            peak[name] = max(peak[name], probe())
         for key, step in entries:
             res["times"][key].append(timed(step))
     res["ceiling_gflops"] = peak
@@ -344,12 +344,12 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params(profile=args.profile)
     rows = resolve_rows(params, only, args.quick)
     rounds = 1 if args.quick else args.rounds
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = git_commit()
     code = Path(create_model.__code__.co_filename).parents[1]  # the checkout whose models are timed (PYTHONPATH)
     print(cpu_line())
     print(
         f"# train step per model family vs reference and FLOP bound, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"commit {commit or '?'}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile "
+        f"commit {commit}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile "
         f"{args.profile}{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s) after 1 warm-up, load "
         f"average at start {os.getloadavg()[0]:.1f}; code from {code}",
     )

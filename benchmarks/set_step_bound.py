@@ -40,7 +40,7 @@ import time
 import torch
 
 from models import create_model
-from swarmlab.bench import count_flops, timed, timed_cpu, train_step
+from swarmlab.bench import count_flops, matmul_probe, timed_cpu, train_step
 from swarmlab.machine import describe_cpu
 from swarmlab.drive.params import PARAMS_FILE, load_params, read_yaml
 
@@ -50,11 +50,6 @@ SWARM_SHAPE = (1024, 192, 768)  # (rows, H, 4H): one block of SWARM(192-10-1)'s 
 
 
 # ---- timing ------------------------------------------------------------------------------------------------
-
-
-def make_matmul(m: int, k: int, n: int):
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    return (lambda: a @ b), 2 * m * k * n
 
 
 def rows_for(task: dict, with_plain: bool) -> list[tuple[str, dict]]:
@@ -84,14 +79,13 @@ def measure(task: dict, rows, B: int, N: int, threads: int, rounds: int) -> dict
         steps[label] = train_step(model, (x, mask), labels, torch.optim.Adam(model.parameters(), lr=1e-3))
         flops[label] = count_flops(steps[label])  # also the warm-up (Adam state, allocator)
         params[label] = sum(p.numel() for p in model.parameters())
-    ceilings = {"square": make_matmul(CEILING_N, CEILING_N, CEILING_N), "swarm": make_matmul(*SWARM_SHAPE)}
+    ceilings = {"square": matmul_probe(CEILING_N, CEILING_N, CEILING_N), "swarm": matmul_probe(*SWARM_SHAPE)}
     times = {label: [] for label in steps}
     cpu = {label: [] for label in steps}
     peak = {key: 0.0 for key in ceilings}
     for _ in range(rounds):
-        for key, (fn, n_flops) in ceilings.items():
-            fn()
-            peak[key] = max(peak[key], max(n_flops / timed(fn) for _ in range(3)) / 1e9)
+        for key, probe in ceilings.items():
+            peak[key] = max(peak[key], probe())
         for label, step in steps.items():
             wall, cpu_s = timed_cpu(step)
             times[label].append(wall)

@@ -1,6 +1,7 @@
 """What the benchmarks under ``benchmarks/`` share: one timed call, one training step built the same way for every
-model they time (so that two benchmarks timing "a train step" time the same thing), and two counts that need no
-clock: the FLOPs a call does and the activation bytes a forward keeps for its backward."""
+model they time (so that two benchmarks timing "a train step" time the same thing), the fp32 matmul ceiling their
+FLOP bounds divide by, and two counts that need no clock: the FLOPs a call does and the activation bytes a forward
+keeps for its backward."""
 
 from __future__ import annotations
 
@@ -25,6 +26,20 @@ def timed_cpu(fn: Callable[[], object]) -> tuple[float, float]:
     c0, t0 = time.process_time(), time.perf_counter()
     fn()
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+def matmul_probe(m: int, k: int, n: int, repeats: int = 3) -> Callable[[], float]:
+    """A probe of the fp32 matmul peak at one shape: each call runs one untimed (m x k) @ (k x n) product, then
+    ``repeats`` timed ones, and returns the best in GFLOP/s. A benchmark calls it in every round beside the steps it
+    times, so that a shared machine's load weighs on the ceiling as on the steps."""
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    flops = 2 * m * k * n
+
+    def probe() -> float:
+        a @ b
+        return max(flops / timed(lambda: a @ b) for _ in range(repeats)) / 1e9
+
+    return probe
 
 
 def train_step(
