@@ -87,7 +87,13 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
 
 def _neighbour_sum(x: torch.Tensor, circular: bool) -> torch.Tensor:
-    """``s_i = x_{i-1} + x_i + x_{i+1}`` along dim 1 of (B, L, D); circular, or zero beyond the ends."""
+    """``s_i = x_{i-1} + x_i + x_{i+1}`` along dim 1 of (B, L, D); circular, or zero beyond the ends.
+
+    Eager: written in place into one buffer (the CPU fast path). Under ``torch.compile`` the functional form
+    instead: Dynamo cannot trace ``out=`` into a slice and would split the model into one graph per call.
+    """
+    if torch.compiler.is_compiling():
+        return _neighbour_sum_functional(x, circular)
     x = x.contiguous()
     s = torch.empty_like(x)  # (B, L, D)
     torch.add(x[:, 1:], x[:, :-1], out=s[:, 1:])
@@ -99,6 +105,14 @@ def _neighbour_sum(x: torch.Tensor, circular: bool) -> torch.Tensor:
     if circular:
         s[:, -1] += x[:, 0]
     return s
+
+
+def _neighbour_sum_functional(x: torch.Tensor, circular: bool) -> torch.Tensor:
+    """:func:`_neighbour_sum` without in-place writes: what ``torch.compile`` traces (and fuses)."""
+    if circular:
+        return x + x.roll(1, dims=1) + x.roll(-1, dims=1)
+    zero = torch.zeros_like(x[:, :1])
+    return x + torch.cat([zero, x[:, :-1]], dim=1) + torch.cat([x[:, 1:], zero], dim=1)
 
 
 class _NeighbourSum(torch.autograd.Function):

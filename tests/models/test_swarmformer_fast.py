@@ -9,6 +9,7 @@ from models.swarmformer import (
     SwarmFormer,
     SwarmFormerConfig,
     _neighbour_sum,
+    _neighbour_sum_functional,
     _NeighbourSum,
     _PadInfo,
     convert_reference_state_dict,
@@ -169,7 +170,39 @@ def test_neighbour_sum_kernel(circular, L):
         pad = torch.nn.functional.pad
         expected = pad(x[:, :-1], (0, 0, 1, 0)) + x + pad(x[:, 1:], (0, 0, 0, 1))
     torch.testing.assert_close(_neighbour_sum(x.detach(), circular), expected.detach())
+    torch.testing.assert_close(_neighbour_sum_functional(x.detach(), circular), expected.detach())
     assert torch.autograd.gradcheck(lambda t: _NeighbourSum.apply(t, circular), (x,))
+
+
+@pytest.mark.parametrize("padding_aware", [False, True])
+def test_fast_path_traces_as_one_graph(padding_aware):
+    """torch.compile sees the whole forward: no graph break (the in-place neighbour sum used to split it in 9)."""
+    _, fast = _pair(SMALL_LIKE, padding_aware=padding_aware)
+    ids, mask = _inputs(SMALL_LIKE)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(fast.train())(ids, mask)
+    assert explained.graph_break_count == 0, [r.reason for r in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
+@pytest.mark.parametrize("padding_aware", [False, True])
+def test_compiled_fast_path_matches_eager_outputs_and_gradients(padding_aware):
+    """The traced path (functional neighbour sum, the custom autograd's backward traced too) computes what eager
+    does; aot_eager runs the traced graphs without inductor's code generation, which the parity does not need."""
+    _, fast = _pair(SMALL_LIKE, padding_aware=padding_aware, dropout=0.0)
+    ids, mask = _inputs(SMALL_LIKE)
+    target = torch.tensor([0, 1, 1, 0])
+    torch._dynamo.reset()
+    outs, grads = [], []
+    for model in (fast.train(), torch.compile(fast, backend="aot_eager", fullgraph=True)):
+        fast.zero_grad(set_to_none=True)
+        out = model(ids, mask)
+        torch.nn.functional.cross_entropy(out, target).backward()
+        outs.append(out.detach())
+        grads.append({n: p.grad.clone() for n, p in fast.named_parameters()})
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("fast", [False, True])
