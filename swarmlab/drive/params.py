@@ -12,7 +12,7 @@ type (an int is accepted where a float is expected). A key whose default is ``{}
 
 The top-level sections ``train:`` and ``augment:`` override every profile, last: ``dvc exp run -S
 +train.lr=1e-3`` (``+`` adds a key to the empty ``train: {}``) or ``-S augment.enabled=false`` work whatever the
-profile. Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the
+profile; a top-level ``train`` key also wins over every task's own ``tasks.<k>.train`` value (and per-model ones). Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the
 stages an override changes (a top-level section nobody declared would leave stale results "up to date").
 """
 
@@ -133,17 +133,80 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
         raise SwarmlabError(f"{path}: unknown profile {name!r}; choose one of {sorted(profiles)}")
     resolved = _merge(_with_section_fields(defaults), profiles[name] or {}, "", f"{path} (profile {name!r})")
     resolved = _merge(resolved, top_overrides, "", f"{path} (top-level overrides)")
+    _reach_every_task(resolved, top_overrides.get("train") or {})
     resolved["profile"] = name
-    resolved["paths"] = raw.get("paths") or {}
+    resolved["paths"] = _paths(raw.get("paths"), path)
     resolved["schedule"] = raw.get("schedule") or {}
     resolved["params_file"] = str(path)
     return resolved
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last one silently, so a
+    setting written twice would run the value further down without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` that refuses duplicate keys in a mapping."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _reach_every_task(resolved: dict, top_train: dict) -> None:
+    """A top-level ``train:`` override (``dvc exp run -S +train.lr=3e-4``) is what every task trains with: it wins
+    over a task's own ``tasks.<k>.train`` value of the same key, and over a per-model mapping's, which would
+    otherwise keep the override from 6 of the 7 tasks without a word."""
+    for section in (resolved.get("tasks") or {}).values():
+        train = section.get("train") if isinstance(section, dict) else None
+        if not isinstance(train, dict):
+            continue
+        for key, value in train.items():
+            if isinstance(value, dict):  # one model's (or a glob's) own settings
+                value.update({k: copy.deepcopy(v) for k, v in top_train.items() if k in value})
+            elif key in top_train:
+                train[key] = copy.deepcopy(top_train[key])
+
+
+PATH_KEYS = ("datasets",)  # the folders params.yaml may point at (`paths:`)
+
+
+def _paths(paths, where: Path) -> dict:
+    """``paths:``: a mapping of known names to non-empty text (a path)."""
+    if paths is None:
+        return {}
+    if not isinstance(paths, dict):
+        raise SwarmlabError(f"{where}: paths must be a mapping like {{datasets: ../shared/datasets}}, got {paths!r}")
+    unknown = sorted(set(map(str, paths)) - set(PATH_KEYS))
+    if unknown:
+        raise SwarmlabError(f"{where}: unknown key(s) {unknown} under paths; known: {', '.join(PATH_KEYS)}")
+    for key, value in paths.items():
+        if not isinstance(value, str) or not value.strip():
+            raise SwarmlabError(
+                f"{where}: paths.{key} must be a folder path (text), got {type(value).__name__} {value!r}"
+            )
+    return dict(paths)
+
+
 def read_yaml(path: Path):
-    """The parsed YAML file; a syntax error is one line with the file, line and column."""
+    """The parsed YAML file; a syntax error or a key written twice is one line with the file, line and column."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        raw = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -119,3 +119,87 @@ profiles:
     assert a["ablations"]["g"]["set"] == {"tasks.t.seeds": [0]}
     with pytest.raises(SwarmlabError, match="unknown key 'tasks.t.bogus'"):
         load_params(path, "b")
+
+
+def test_a_key_written_twice_is_refused_with_both_lines(tmp_path):
+    """PyYAML keeps the last of two equal keys without a word, so the value further down would run unseen."""
+    text = BASE.replace("  a: {train: {max_epochs: 5}}", "  a: {train: {max_epochs: 5}}\n  a: {train: {max_epochs: 7}}")
+    with pytest.raises(SwarmlabError, match=r"params.yaml:9:3: not valid YAML: duplicate key 'a' \(first at line 8\)"):
+        load_params(write(tmp_path, text))
+    nested = BASE.replace("{lr: 0.001, max_epochs: 2,", "{lr: 0.001, max_epochs: 2, lr: 0.01,")
+    with pytest.raises(SwarmlabError, match=r"duplicate key 'lr'"):
+        load_params(write(tmp_path, nested))
+
+
+@pytest.mark.parametrize(
+    "seeds, message",
+    [
+        ([0, 2**32], r"seeds must be integers from 0 to 4294967295, got 4294967296"),
+        ([1, 1], r"seeds lists a seed twice"),
+    ],
+)
+def test_task_seeds_are_in_range_and_distinct(seeds, message):
+    import copy
+
+    from swarmlab.drive.sections import seed, task_section
+
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["imdb"]["seeds"] = seeds
+    with pytest.raises(SwarmlabError, match=message):
+        task_section(params, "imdb")
+    params["seed"] = 10**20  # numpy and torch's generators refuse it later, with a traceback
+    with pytest.raises(SwarmlabError, match=r"seed must be >= 0 and <= 4294967295"):
+        seed(params)
+
+
+def test_per_model_settings_must_name_a_model_that_fits_the_task():
+    import copy
+
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["imdb"]["train"] = {"lstm": {"lr": 1e-3}}  # a set model: it never runs on IMDB
+    with pytest.raises(SwarmlabError, match=r"tasks.imdb.train.lstm holds settings for 'lstm', which cannot run"):
+        train_settings(params, "imdb", "swarmformer_small")
+    params["tasks"]["imdb"]["train"] = {"swarmformer_base": {"lr": 1e-3}}  # fits, though smoke does not train it
+    assert train_settings(params, "imdb", "swarmformer_small")["lr"] != 1e-3
+    params["tasks"]["imdb"]["model_overrides"] = {"set_linear*": {"dim_hidden": 4}}
+    with pytest.raises(SwarmlabError, match=r"model_overrides.set_linear\* holds settings for 'set_linear\*'"):
+        model_overrides(params, "imdb", "swarmformer_small")
+
+
+@pytest.mark.parametrize(
+    "paths, message",
+    [
+        ("{datasets: 123}", r"paths.datasets must be a folder path \(text\), got int 123"),
+        ("{datasets: ''}", r"paths.datasets must be a folder path"),
+        ("{dataset: x}", r"unknown key\(s\) \['dataset'\] under paths; known: datasets"),
+        ("[x]", r"paths must be a mapping"),
+    ],
+)
+def test_paths_are_checked(tmp_path, paths, message):
+    text = BASE.replace("paths: {datasets: ../shared/datasets}", f"paths: {paths}")
+    with pytest.raises(SwarmlabError, match=message):
+        load_params(write(tmp_path, text))
+
+
+def test_a_top_level_train_override_reaches_every_task_that_sets_the_key_itself():
+    """`dvc exp run -S +train.lr=...` (docs/pipeline.md): each task's own `tasks.<k>.train.lr` used to win, so the
+    override reached one task of seven."""
+    import yaml
+
+    from swarmlab.paths import PARAMS_FILE
+
+    raw = yaml.safe_load(PARAMS_FILE.read_text())
+    before = load_params(profile="cpu")
+    own = [k for k, s in before["tasks"].items() if "lr" in (s.get("train") or {})]
+    assert own, "the test needs a task that sets its own lr"
+    raw["train"] = {"lr": 1.234e-4}
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "params.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        after = load_params(path, "cpu")
+    for key in after["tasks"]:
+        for model in after["tasks"][key]["models"]:
+            assert train_settings(after, key, model)["lr"] == 1.234e-4, (key, model)

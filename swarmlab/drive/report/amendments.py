@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from swarmlab.drive.params import load_yaml
 from swarmlab.errors import SwarmlabError
 
 AMENDMENTS_FILE = Path(__file__).with_name("amendments.yaml")
@@ -42,7 +43,7 @@ class Amendment:
 def load_amendments(path: Path = AMENDMENTS_FILE, claim_ids: set[str] | None = None) -> list[Amendment]:
     """The amendments, checked: every field present, ids unique, claims known (when ``claim_ids`` is given)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        data = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise SwarmlabError(f"{path}: cannot be read as YAML ({exc})") from None
     out, seen = [], set()

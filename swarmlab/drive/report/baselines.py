@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from swarmlab.drive.params import load_yaml
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT
 
@@ -26,7 +27,7 @@ OPTIONAL = ("ours", "overrides", "config", "quote", "note")
 def load_baselines(path: Path = BASELINES_FILE) -> tuple[dict, list[dict]]:
     """``(sources, entries)`` of the table, checked: unique keys, known sources, finite numeric metrics."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        raw = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise SwarmlabError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
     sources, entries = raw.get("sources") or {}, raw.get("baselines") or []

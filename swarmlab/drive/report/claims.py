@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from swarmlab.drive.params import load_yaml
 from swarmlab.errors import SwarmlabError
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
@@ -163,7 +164,7 @@ def load_claims(path: Path = CLAIMS_FILE, profiles: set[str] | None = None) -> l
 def check_file(path: Path = CLAIMS_FILE, profiles: set[str] | None = None) -> tuple[list[str], list[Claim]]:
     """``(errors, claims)``: one line per bad entry, naming it by id (or position)."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        raw = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         return [f"cannot read {path}: {str(exc).splitlines()[0]}"], []
     entries = raw.get("claims") if isinstance(raw, dict) else None
