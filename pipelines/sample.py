@@ -47,6 +47,7 @@ def sample(
     if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
         raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
     settings = dataclasses.asdict(section(params, "sample"))  # every value checked before a checkpoint is read
+    task.check_sample_count(settings["num_samples"])
     devices = {run.name: resolve_device(run.train.device) for run in spec.runs}  # where each run trained
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead

@@ -30,6 +30,11 @@ class SettingsError(SwarmlabError, ValueError):
     dataclass's ``__post_init__`` raises for a bad value (model configs, TrainConfig)."""
 
 
+# The largest seed: NumPy's legacy seeding takes 32 bits, and ``swarmlab.seeds.epoch_generator`` multiplies the seed
+# by ~1e6 inside torch's 64-bit generator. Every seed setting is checked against it.
+MAX_SEED = 2**32 - 1
+
+
 def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None, roles: tuple[str, ...] = ()):
     """A dataclass field with its allowed values. Lists and dicts are copied per instance.
 

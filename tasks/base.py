@@ -217,7 +217,7 @@ class Task(abc.ABC):
         """Check the files of ``splits`` against what the data stage recorded in ``meta.json`` (exactly the recorded
         files, each with its size and SHA-256; ``swarmlab.integrity.verify_files``) before they are read; once per
         split and task instance. ``meta`` (the subclass's) has already checked the options. A task that keeps no
-        record (``split_files`` empty: IMDB, whose folder comes from stages of its own) has nothing to check."""
+        record (``split_files`` empty) has nothing to check."""
         if not self.split_files:
             return
         done = self.__dict__.setdefault("_verified_splits", set())
@@ -280,6 +280,11 @@ class Task(abc.ABC):
         return []
 
     # samples ---------------------------------------------------------------------------------------
+    def check_sample_count(self, num_samples: int) -> None:
+        """Refuse (``SwarmlabError``, one line) a ``sample.num_samples`` this task cannot draw as asked; the sample
+        stage calls it before any checkpoint is read. Tasks that draw exactly ``num_samples`` accept any."""
+        return None  # this contract's default: the task draws exactly ``num_samples``
+
     def sample(
         self,
         model: nn.Module,

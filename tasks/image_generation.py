@@ -437,6 +437,17 @@ class ImageGenerationTask(Task):
         ]
 
     # samples ---------------------------------------------------------------------------------------
+    def check_sample_count(self, num_samples: int) -> None:
+        """One row per class of ``num_samples // classes``: a count that is not a whole number of rows would
+        draw another number than the one asked for."""
+        K = self.meta["num_classes"]
+        if num_samples < K or num_samples % K:
+            near = max(K, round(num_samples / K) * K)
+            raise SwarmlabError(
+                f"sample.num_samples is {num_samples}, but {self.key} draws one row per class of {K} classes: use a "
+                f"multiple of {K} (e.g. {near})"
+            )
+
     def sample(
         self,
         model: nn.Module,

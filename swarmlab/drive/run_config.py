@@ -20,6 +20,7 @@ from swarmlab.drive.records import check_run
 from swarmlab.drive.runs import train_dir
 from swarmlab.drive.sections import EvaluateConfig, section, seed, source_of, task_section
 from swarmlab.settings import check_value, parse
+from tasks import task_class
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
 ENGINE_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "eval_batch_size"))
@@ -45,6 +46,20 @@ def split_per_model(raw: dict, where: str) -> tuple[dict, dict]:
     return shared, per_model
 
 
+def check_per_model_keys(per_model: dict, task_key: str, spec, where: str) -> None:
+    """A per-model mapping that names or matches no model that can run on the task (a model of another kind) would
+    never apply: one line. (A fitting model that a profile's shorter ``models`` list leaves out may keep the
+    mapping it inherits from ``defaults``.)"""
+    kind = task_class(spec.task or task_key).model_kind
+    fitting = models.list_models(kind=kind)
+    for key in per_model:
+        if not any(fnmatch.fnmatchcase(m, str(key)) for m in fitting):
+            raise SwarmlabError(
+                f"{where}.{key} holds settings for {key!r}, which cannot run on this task ({kind!r} models: "
+                f"{', '.join(fitting)}): remove the mapping or move it to a task of its kind"
+            )
+
+
 def for_model(shared: dict, per_model: dict, model: str | None) -> dict:
     """The plain entries, with ``model``'s mapping on top: the exact name wins, else the first matching pattern."""
     if model is None:
@@ -62,8 +77,14 @@ def model_overrides(params: dict, task_name: str, model: str | None = None) -> d
     fields share one task section: ``{dim_hidden: 8, swarm: {n_iter: 2}, set_transformer_isab: {head: pma}}``. A key
     that names or matches no registered model is a one-line error.
     """
-    raw = dict(task_section(params, task_name).model_overrides)
-    return for_model(*split_per_model(raw, f"tasks.{task_name}.model_overrides"), model)
+    spec = task_section(params, task_name)
+    where = f"tasks.{task_name}.model_overrides"
+    shared, per_model = split_per_model(dict(spec.model_overrides), where)
+    try:
+        check_per_model_keys(per_model, task_name, spec, where)
+    except SwarmlabError as exc:
+        raise SwarmlabError(f"{exc} ({source_of(params)})") from None
+    return for_model(shared, per_model, model)
 
 
 def train_settings(params: dict, task_name: str, model: str | None = None) -> dict:
@@ -75,7 +96,9 @@ def train_settings(params: dict, task_name: str, model: str | None = None) -> di
     """
     where_task = f"tasks.{task_name}.train"
     try:
-        shared, per_model = split_per_model(dict(task_section(params, task_name).train), where_task)
+        spec = task_section(params, task_name)
+        shared, per_model = split_per_model(dict(spec.train), where_task)
+        check_per_model_keys(per_model, task_name, spec, where_task)
     except SwarmlabError as exc:
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -164,5 +187,6 @@ def load_best(task, run, train_root: Path = OUTPUTS_DIR / "train"):
         raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
     model = build_model(run.model, task, dict(run.overrides))
     load_weights(model, load_checkpoint(ckpt), ckpt)
-    check_run(task, ckpt.parent, f"dvc repro train@{task.key}")  # the run's own best.pt, trained on today's data
+    # the run's own best.pt, by this run (model, seed, task, config), trained on today's data
+    check_run(task, ckpt.parent, f"dvc repro train@{task.key}", run=run, model_cfg=model.cfg)
     return model

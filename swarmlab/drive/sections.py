@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.settings import SettingsError, check, check_value, parse, setting
+from swarmlab.settings import MAX_SEED, SettingsError, check, check_value, parse, setting
 from tasks import list_tasks
 
 
@@ -43,7 +43,7 @@ class TokenizeConfig:
 @dataclass
 class EvaluateConfig:
     batch_size: int = setting(256, ge=1)  # rows per inference batch (also the validation batch of training)
-    warmup_batches: int = setting(2, ge=0)  # untimed batches before the latency measurement
+    warmup_batches: int = setting(2, ge=0, le=1000)  # untimed batches before the latency measurement
 
     def __post_init__(self):
         check(self, "evaluate")
@@ -68,9 +68,12 @@ class TaskSection:
         check(self, "tasks.<key>")
         if not self.models:
             raise ValueError("models is empty: list at least one registered model")
-        bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED]
         if bad:
-            raise ValueError(f"seeds must be non-negative integers, got {bad[0]!r}")
+            raise ValueError(f"seeds must be integers from 0 to {MAX_SEED}, got {bad[0]!r}")
+        if len(set(self.models)) != len(self.models):
+            twice = sorted({m for m in self.models if self.models.count(m) > 1})
+            raise ValueError(f"models lists {', '.join(twice)} twice: each model trains once per seed")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds lists a seed twice: {self.seeds}")
 
@@ -91,7 +94,7 @@ class SweepConfig:
     reduction_factor: int = setting(3, ge=2)  # ASHA: the top 1/reduction_factor of each rung continue
     startup_trials: int = setting(10, ge=0)  # TPE: random trials before the model-based proposals
     max_failures: int = setting(2, ge=0)  # restarts of a crashed trial from its last checkpoint
-    seed: int = setting(0, ge=0)  # the searcher's seed
+    seed: int = setting(0, ge=0, le=MAX_SEED)  # the searcher's seed
     address: str = ""  # "" = a local Ray instance; else a cluster
     spaces: dict = setting({})  # per task, per model; checked by swarmlab.drive.sweep.search_space
 
@@ -165,7 +168,7 @@ def section(params: dict, name: str):
 
 def seed(params: dict) -> int:
     try:
-        check_value("seed", params.get("seed"), int, {"ge": 0})
+        check_value("seed", params.get("seed"), int, {"ge": 0, "le": MAX_SEED})
     except SettingsError as exc:
         raise SwarmlabError(f"{exc} ({source_of(params)})") from None
     return params["seed"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swarmlab.settings import SettingsError, check, setting
+from swarmlab.settings import MAX_SEED, SettingsError, check, setting
 
 AMP_CHOICES = ("fp32", "bf16", "auto")
 # "eager" = no torch.compile. Not "off": YAML 1.1 reads a bare `off` as false, and `dvc exp run -S` writes values bare.
 COMPILE_CHOICES = ("eager", "default", "reduce-overhead")
 PLATEAU_CHOICES = ("stop", "backtrack")
 OPTIMIZER_CHOICES = ("adamw", "adam")
+
+
+MIN_TIME_BUDGET_S = 1.0  # a net-time budget under this ends before one step and one evaluation mean anything
 
 
 @dataclass
@@ -39,7 +42,7 @@ class TrainConfig:
     lr_decay_factor: float = setting(0.1, gt=0, le=1)  # paper 003's MoG experiment: lr x 0.1 at 70% of the steps
     warmup_steps: int = setting(0, ge=0)  # lr rises linearly over the first steps (lr/n, 2 lr/n, ..., lr); 0 = off
     grad_clip: float = setting(1.0, ge=0)  # max global grad norm, as the SwarmFormer authors; 0 = off
-    seed: int = setting(0, ge=0)
+    seed: int = setting(0, ge=0, le=MAX_SEED)
     # auto = cuda when available, else cpu; "cuda" needs a CUDA device (resolve_device checks)
     device: str = setting("auto", roles=("resumable", "budget"))
     # bf16 autocast (the authors trained with mixed precision on GPU): "fp32" (off), "bf16" (on), or "auto":
@@ -67,6 +70,11 @@ class TrainConfig:
         check_amp(self.amp)
         if not (self.max_epochs or self.max_steps or self.time_budget_s):
             raise ValueError("max_epochs, max_steps and time_budget_s are all 0: training would never end")
+        if 0 < self.time_budget_s < MIN_TIME_BUDGET_S:
+            raise ValueError(
+                f"time_budget_s {self.time_budget_s!r} is under {MIN_TIME_BUDGET_S:g} s, too short for one step and "
+                "one evaluation: use 0 (no time limit) or at least 1"
+            )
 
 
 def check_amp(amp: bool | str) -> None:

@@ -53,7 +53,13 @@ def check_plan(cfg: TrainConfig, train_data) -> int | None:
     steps_per_epoch = None if endless else len(epoch_plan(train_data, cfg, 1))
     if steps_per_epoch == 0:
         raise PlanError("the training split is empty")
-    if cfg.lr_decay_at and planned_steps(cfg, steps_per_epoch) is None:
+    planned = planned_steps(cfg, steps_per_epoch)
+    if cfg.eval_every and planned is not None and cfg.eval_every > planned:
+        raise PlanError(
+            f"train.eval_every is {cfg.eval_every}, but the run stops after {planned} step(s): it would validate only "
+            f"at its end; set eval_every to at most {planned} (or 0 for the end of each epoch, on finite data)"
+        )
+    if cfg.lr_decay_at and planned is None:
         raise PlanError(
             "train.lr_decay_at needs a planned number of steps: set max_steps (or max_epochs with finite "
             "data), or lr_decay_at: 0"

@@ -320,7 +320,7 @@ def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     ("seeds", "message"),
     [
         ([0, 0], "seeds lists a seed twice"),
-        ([-1], "seeds must be non-negative integers"),
+        ([-1], "seeds must be integers from 0 to 4294967295"),
         (["a"], "seeds"),
     ],
 )

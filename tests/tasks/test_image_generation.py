@@ -263,8 +263,20 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
     with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer_base-seed0 on mnist first"):
         sample(params, "mnist", train_root=train_root, report_root=reports)
     assert not (reports / "sample" / "mnist").exists()
-    (train_root / "mnist" / "swarm_transformer_base-seed0").mkdir(parents=True)
-    torch.save(model.state_dict(), train_root / "mnist" / "swarm_transformer_base-seed0" / "best.pt")
+    run_dir = train_root / "mnist" / "swarm_transformer_base-seed0"
+    run_dir.mkdir(parents=True)
+    torch.save(model.state_dict(), run_dir / "best.pt")
+    with pytest.raises(SwarmlabError, match=r"run.json is missing: nothing records which run wrote"):
+        sample(params, "mnist", train_root=train_root, report_root=reports)
+    (run_dir / "run.json").write_text(json.dumps({"model": "swarm_transformer_base", "task": "mnist", "seed": 1}))
+    with pytest.raises(SwarmlabError, match=r"holds a run of model 'swarm_transformer_base', seed 1, task 'mnist'"):
+        sample(params, "mnist", train_root=train_root, report_root=reports)  # a folder copied from seed 1
+    (run_dir / "run.json").write_text(json.dumps({"model": "swarm_transformer_base", "task": "mnist", "seed": 0}))
+    for count in (5, 25):  # fewer than one per class of 10, or not a whole number of rows
+        params["sample"].update(num_samples=count)
+        with pytest.raises(SwarmlabError, match=rf"sample.num_samples is {count}, but mnist draws one row per class"):
+            sample(params, "mnist", train_root=train_root, report_root=reports)
+    assert not (reports / "sample" / "mnist").exists()
     params["sample"].update(num_samples=10)
     summary = sample(params, "mnist", train_root=train_root, report_root=reports)
     folder = reports / "sample" / "mnist"
