@@ -19,6 +19,17 @@ class ImdbTask(TextClassificationTask):
     num_classes = 2
     positive_class = 1
     class_names = ("negative", "positive")
+    split_files = "{split}-*.parquet"  # the tokenize step records each split's shards, sizes and SHA-256
+
+    @property
+    def rebuild_hint(self) -> str:
+        return "dvc repro tokenize (after prepare and augment)"
+
+    def train_data(self, model_cfg):
+        """The training split, once it is known to hold no validation or test review (``check_disjoint``)."""
+        data = super().train_data(model_cfg)
+        imdb_data.check_disjoint(self.data_dir)
+        return data
 
     def data_steps(self) -> dict[str, Path]:
         """The prepared and the augmented splits beside the task's data folder (the tokenized splits)."""

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.integrity import read_meta
+from swarmlab.integrity import FILES_KEY, read_meta, record_files, verify_files
 from swarmlab.io import read_parquet_checked, write_shards
 from swarmlab.log import get_logger
 from swarmlab.machine import cpu_seconds
@@ -99,7 +99,7 @@ def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
             "positive": int(labels.sum()),
             "shards": write_shards(table, out_dir, name, cfg.shards),
         }
-    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_meta(out_dir, meta)
     counts = ", ".join(f"{k} {v['rows']}" for k, v in meta["splits"].items())
     logger.info(f"prepare: {counts} reviews from {source} in {time.perf_counter() - t0:.1f} s")
     return {f"{k}_rows": v["rows"] for k, v in meta["splits"].items()}
@@ -108,12 +108,45 @@ def prepare(cfg, out_dir: Path, *, datasets: Path, seed: int) -> dict:
 # ----------------------------------------------------------------------------------------------------------- augment
 
 
+def write_meta(out_dir: Path, meta: dict) -> None:
+    """``meta.json`` of a step's folder, with each split's shard files and their sizes and SHA-256 (``files``): the
+    next step, and training, check the shards against it (a deleted, swapped or edited shard is refused)."""
+    meta[FILES_KEY] = record_files(out_dir, {split: info["shards"] for split, info in meta["splits"].items()})
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def read_step(in_dir: Path, hint: str) -> dict:
+    """The ``meta.json`` of the step before, with every split's shards checked against the sizes and hashes it
+    records, and its ``rows`` against the shards' rows (an edited meta.json is refused too)."""
+    meta = read_meta(in_dir / "meta.json", hint)
+    splits = meta.get("splits")
+    if not isinstance(splits, dict) or "train" not in splits:
+        raise SwarmlabError(f"{in_dir / 'meta.json'} lists no train split: rerun {hint}")
+    for split, info in splits.items():
+        verify_files(in_dir, meta, split, f"{split}-*.parquet", hint)
+        rows = sum(_rows(in_dir / shard) for shard in info["shards"])
+        if rows != info.get("rows"):
+            raise SwarmlabError(
+                f"{in_dir / 'meta.json'} says the {split} split has {info.get('rows')} rows, but its shards hold "
+                f"{rows}: the record was edited or damaged; rebuild it: {hint}"
+            )
+    return meta
+
+
+def _rows(path: Path) -> int:
+    """The rows of a parquet shard from its footer; a file that is not parquet is one line naming it."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception as exc:  # ArrowInvalid, OSError, ... for a damaged file
+        raise SwarmlabError(
+            f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: rebuild its folder"
+        ) from None
+
+
 def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> dict:
     """The ``augment`` step over the prepared splits in ``in_dir``: ``cfg`` is the checked ``augment:`` section
     (``swarmlab.drive.sections.AugmentConfig``). Returns the rows per source and the rejections per strategy."""
-    meta_in = read_meta(in_dir / "meta.json", "dvc repro prepare")
-    if "train" not in meta_in["splits"]:
-        raise SwarmlabError(f"{in_dir / 'meta.json'} lists no train split: rerun the prepare stage")
+    meta_in = read_step(in_dir, "dvc repro prepare")
     nltk_dir = datasets / "nltk_data" if cfg.enabled else None
     t0 = time.perf_counter()
     cpu0 = cpu_seconds()
@@ -135,7 +168,7 @@ def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> d
                 check_review_table(read_parquet_checked(in_dir / shard), in_dir / shard)
                 shutil.copyfile(in_dir / shard, out_dir / shard)
             meta["splits"][split] = dict(split_info)
-    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_meta(out_dir, meta)
     elapsed, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     by_source = ", ".join(f"{k} {v}" for k, v in meta["splits"]["train"]["by_source"].items())
     rejected = ", ".join(f"{k} {stats['strategies'][k]['rejected']}" for k in STRATEGIES)
@@ -167,7 +200,7 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
     vocab_size = tokenizer.get_vocab_size()
     if vocab_size > 65535:
         raise SwarmlabError(f"vocabulary of {vocab_size} tokens does not fit uint16 ids")
-    meta_in = read_meta(in_dir / "meta.json", "dvc repro augment")
+    meta_in = read_step(in_dir, "dvc repro augment")
     t0, total = time.perf_counter(), 0
     meta = {
         "seq_len": seq_len,
@@ -198,7 +231,7 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
             pq.write_table(out, out_dir / shard, compression="zstd")
             total += len(texts)
         meta["splits"][split] = {"rows": info["rows"], "shards": info["shards"], "at_max_length": truncated}
-    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_meta(out_dir, meta)
     elapsed = time.perf_counter() - t0
     logger.info(f"tokenize: {total} reviews to {seq_len} tokens in {elapsed:.1f} s ({total / elapsed:.0f} reviews/s)")
     return {
@@ -206,3 +239,29 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
         **{f"{k}_rows": v["rows"] for k, v in meta["splits"].items()},
         **{f"{k}_at_max_length": v["at_max_length"] for k, v in meta["splits"].items()},
     }
+
+
+# ------------------------------------------------------------------------------------------------- no test in train
+
+
+def check_disjoint(folder: Path, hint: str = "dvc repro prepare") -> dict[str, int]:
+    """Refuse a training split that holds a validation or test review: every training row's review (its ``uid`` up
+    to ``#``: an augmented copy names its review) must be in no other split. Reads only the ``uid`` columns of the
+    tokenized shards (IMDB's full splits: ~0.1 s). Returns the reviews per split."""
+    folder = Path(folder)
+    reviews = {}
+    for split in ("train", "val", "test"):
+        shards = sorted(folder.glob(f"{split}-*.parquet"))
+        uids = [pq.read_table(s, columns=["uid"]).column("uid").to_pylist() for s in shards]
+        reviews[split] = {shard: {u.split("#", 1)[0] for u in part} for shard, part in zip(shards, uids)}
+    train = set().union(*reviews["train"].values()) if reviews["train"] else set()
+    for split in ("val", "test"):
+        for shard, held in reviews[split].items():
+            shared = train & held
+            if shared:
+                in_train = next(s for s, r in reviews["train"].items() if r & shared)
+                raise SwarmlabError(
+                    f"{in_train} holds {len(shared)} review(s) of the {split} split ({shard}, e.g. "
+                    f"{min(shared)}): {split} data must never reach training; rebuild the data: {hint}"
+                )
+    return {split: sum(len(r) for r in parts.values()) for split, parts in reviews.items()}

@@ -56,6 +56,7 @@ class TextClassificationTask(Task):
     def load_split(self, split: str, seq_len: int | None = None) -> TokenizedTextDataset:
         """The tokenized ``split`` (train / val / test), re-truncated to ``seq_len`` when given."""
         _ = self.meta  # a missing meta.json is the first thing to report
+        self.check_data((split,))  # the shards against the sizes and hashes meta.json records (where it does)
         ds = TokenizedTextDataset.from_parquet(self.data_dir, split, num_classes=self.num_classes)
         return ds.truncated(seq_len) if seq_len else ds
 

@@ -137,18 +137,37 @@ def seal_run(run_dir: Path) -> None:
     atomic_write_text(path, json.dumps(record) + "\n")
 
 
-def check_run(task, run_dir: Path, hint: str) -> None:
-    """A checkpoint is the one its run wrote (``best.pt`` against run.json's hash) and was trained on the data the
-    task reads now (the fingerprints); runs sealed before these records existed are not checked."""
+def check_run(task, run_dir: Path, hint: str, *, run=None, model_cfg=None) -> None:
+    """A checkpoint is the one its run wrote (``best.pt`` against run.json's hash), by the run this folder is for
+    (``run``'s model and seed, the task, ``model_cfg``: a copied or swapped folder is refused) and was trained on
+    the data the task reads now (the fingerprints). A folder without its record is refused."""
     path = Path(run_dir) / "run.json"
     if not path.is_file():
-        return
+        raise SwarmlabError(
+            f"{path} is missing: nothing records which run wrote {Path(run_dir) / BEST}; retrain it ({hint})"
+        )
     try:
         record = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SwarmlabError(f"{path} is not valid JSON: the run folder is damaged; retrain it ({hint})") from None
     if not isinstance(record, dict):
         raise SwarmlabError(f"{path} is not a run record (a JSON object): retrain it ({hint})")
+    if run is not None:
+        expected = {"model": run.model, "seed": run.seed, "task": task.key}
+        if any(record.get(k) != v for k, v in expected.items()):
+            made = ", ".join(f"{k} {record.get(k)!r}" for k in expected)
+            raise SwarmlabError(
+                f"{run_dir} holds a run of {made}, not {run.model} seed {run.seed} on {task.key}: the folder was "
+                f"copied or swapped; retrain it ({hint})"
+            )
+    if model_cfg is not None and "model_cfg" in record:
+        now = json.loads(json.dumps(asdict(model_cfg), default=str))
+        if record["model_cfg"] != now:
+            diff = sorted(k for k in set(now) | set(record["model_cfg"]) if now.get(k) != record["model_cfg"].get(k))
+            raise SwarmlabError(
+                f"{run_dir} was trained with another {type(model_cfg).__name__} than the params give now "
+                f"(differs in {', '.join(diff)}): retrain it ({hint})"
+            )
     sealed = record.get("best_sha256")
     if sealed and file_sha256(Path(run_dir) / BEST) != sealed:
         raise SwarmlabError(

@@ -82,13 +82,14 @@ def make_reviews(n: int, seed: int, split: str = "train") -> pa.Table:
 
 def write_prepared(folder: Path, n_train: int = 40, n_eval: int = 10) -> Path:
     from swarmlab.io import write_shards
+    from tasks.imdb_data import write_meta
 
     folder.mkdir(parents=True)
     meta = {"splits": {}}
     for split, n, seed in (("train", n_train, 1), ("val", n_eval, 2), ("test", n_eval, 3)):
         table = make_reviews(n, seed, split)
         meta["splits"][split] = {"rows": n, "positive": n // 2, "shards": write_shards(table, folder, split, 2)}
-    (folder / "meta.json").write_text(json.dumps(meta))
+    write_meta(folder, meta)  # with the shards' hashes, as the prepare step writes it
     return folder
 
 

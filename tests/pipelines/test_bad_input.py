@@ -117,6 +117,23 @@ def setp(path: str, value):
     return mutate
 
 
+def rerecorded(damage):
+    """``damage``, then the damaged file's new size and hash written into its folder's meta.json, as if the data
+    stage had built it: the case reaches the checks behind the hash."""
+    from swarmlab.integrity import file_sha256
+
+    def apply(path: Path):
+        damage(path)
+        meta_path = path.parent / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        for files in meta["files"].values():
+            if path.name in files:
+                files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+        meta_path.write_text(json.dumps(meta))
+
+    return apply
+
+
 def delete_profile_key(raw):
     raw.pop("profile")
     return raw
@@ -330,7 +347,16 @@ CASES = [
         "unknown top-level key(s) ['evaluate']",
     ),
     ("unknown key", "train", setp("train.learning_rate", 0.1), (), {}, None, None, "unknown key 'train.learning_rate'"),
-    ("negative seed", "prepare", setp("/defaults.seed", -1), (), {}, None, None, "seed must be >= 0, got -1"),
+    (
+        "negative seed",
+        "prepare",
+        setp("/defaults.seed", -1),
+        (),
+        {},
+        None,
+        None,
+        "seed must be >= 0 and <= 4294967295, got -1",
+    ),
     (
         "max_test<0",
         "prepare",
@@ -428,13 +454,13 @@ CASES = [
         "train-001.parquet",
     ),
     (
-        "id above vocab",
+        "id above vocab (re-recorded)",
         "train",
         None,
         ("--no-tracking",),
         {},
         "data/tokenized/train-000.parquet",
-        lambda p: rewrite_parquet(p, token_id_above_vocab),
+        rerecorded(lambda p: rewrite_parquet(p, token_id_above_vocab)),
         "row 3: token id 40000 outside the vocabulary of 30522",
     ),
     (
@@ -448,13 +474,13 @@ CASES = [
         "outside the vocabulary of 100",
     ),
     (
-        "label 5",
+        "label 5 (re-recorded)",
         "train",
         None,
         ("--no-tracking",),
         {},
         "data/tokenized/val-000.parquet",
-        lambda p: rewrite_parquet(p, set_first("label", 5)),
+        rerecorded(lambda p: rewrite_parquet(p, set_first("label", 5))),
         "val-000.parquet row 0: label 5 outside 0..1",
     ),
     (
@@ -468,33 +494,80 @@ CASES = [
         "val-000.parquet",
     ),
     (
-        "prepared val junk",
+        "prepared val junk (re-recorded)",
         "augment",
         None,
         (),
         {},
         "data/prepared/val-000.parquet",
-        lambda p: p.write_bytes(os.urandom(512)),
+        rerecorded(lambda p: p.write_bytes(os.urandom(512))),
         "cannot read",
     ),
     (
-        "empty review",
+        "tokenized shard edited",
+        "train",
+        None,
+        (),
+        {},
+        "data/tokenized/val-000.parquet",
+        lambda p: rewrite_parquet(p, lambda t: set_first("label", 1 - t.column("label")[0].as_py())(t)),
+        "val-000.parquet",
+    ),
+    (
+        "test shard over a train shard",
+        "train",
+        None,
+        (),
+        {},
+        "data/tokenized/train-000.parquet",
+        lambda p: p.write_bytes((p.parent / "test-000.parquet").read_bytes()),
+        "train-000.parquet has",
+    ),
+    (
+        "test shard over a train shard (re-recorded)",
+        "train",
+        None,
+        (),
+        {},
+        "data/tokenized/train-000.parquet",
+        rerecorded(lambda p: p.write_bytes((p.parent / "test-000.parquet").read_bytes())),
+        "of the test split",
+    ),
+    (
+        "prepared meta rows edited",
+        "augment",
+        None,
+        (),
+        {},
+        "data/prepared/meta.json",
+        lambda p: p.write_text(
+            json.dumps(
+                {
+                    **(m := json.loads(p.read_text())),
+                    "splits": {**m["splits"], "train": {**m["splits"]["train"], "rows": 1}},
+                }
+            )
+        ),
+        "says the train split has 1 rows",
+    ),
+    (
+        "empty review (re-recorded)",
         "augment",
         None,
         (),
         {},
         "data/prepared/test-000.parquet",
-        lambda p: rewrite_parquet(p, set_first("text", "   ")),
+        rerecorded(lambda p: rewrite_parquet(p, set_first("text", "   "))),
         "test-000.parquet row 0: an empty review text",
     ),
     (
-        "null review",
+        "null review (re-recorded)",
         "augment",
         None,
         (),
         {},
         "data/prepared/train-000.parquet",
-        lambda p: rewrite_parquet(p, set_first("text", None)),
+        rerecorded(lambda p: rewrite_parquet(p, set_first("text", None))),
         "train-000.parquet row 0: no review text",
     ),
     # checkpoints
@@ -528,6 +601,102 @@ CASES = [
         lambda p: torch.save({"x": Evil()}, p),
         "was refused: it holds objects other than tensors",
     ),
+    # settings that cannot do what they say (issue 39)
+    ("seed too large", "train", setp("seed", 10**20), (), {}, None, None, "seed must be >= 0 and <= 4294967295"),
+    (
+        "duplicate yaml key",
+        "train",
+        lambda raw: yaml.safe_dump(raw) + "profile: t\n",
+        (),
+        {},
+        None,
+        None,
+        "not valid YAML: duplicate key 'profile'",
+    ),
+    ("budget 1e-9 s", "train", setp("train.time_budget_s", 1e-9), (), {}, None, None, "is under 1 s"),
+    (
+        "eval_every past max_steps",
+        "train",
+        setp("train", {"max_epochs": 1, "max_steps": 1, "eval_every": 4, "batch_size": 8, "device": "cpu"}),
+        (),
+        {},
+        None,
+        None,
+        "train.eval_every is 4, but the run stops after 1 step(s)",
+    ),
+    (
+        "warm-up absurd",
+        "evaluate",
+        setp("evaluate.warmup_batches", 10**6),
+        ("--no-tracking",),
+        {},
+        None,
+        None,
+        "evaluate.warmup_batches must be >= 0 and <= 1000, got 1000000",
+    ),
+    (
+        "models twice",
+        "train",
+        setp("tasks.imdb.models", ["swarmformer_small", "swarmformer_small"]),
+        (),
+        {},
+        None,
+        None,
+        "models lists swarmformer_small twice",
+    ),
+    (
+        "--models twice",
+        "train",
+        None,
+        ("--models", "swarmformer_small,swarmformer_small"),
+        {},
+        None,
+        None,
+        "--models lists swarmformer_small twice",
+    ),
+    (
+        "per-model train of another kind",
+        "train",
+        setp("tasks.imdb.train", {"lstm": {"lr": 1e-3}}),
+        (),
+        {},
+        None,
+        None,
+        "tasks.imdb.train.lstm holds settings for 'lstm', which cannot run on this task",
+    ),
+    # a result names the model that made it (issue 39)
+    (
+        "run.json of another run",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/run.json",
+        lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "model": "swarmformer_base"})),
+        "holds a run of model 'swarmformer_base', seed 0, task 'imdb', not swarmformer_small seed 0 on imdb",
+    ),
+    (
+        "run.json of another config",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/run.json",
+        lambda p: p.write_text(
+            json.dumps({**(r := json.loads(p.read_text())), "model_cfg": {**r["model_cfg"], "d_model": 32}})
+        ),
+        "was trained with another SwarmFormerConfig than the params give now (differs in d_model)",
+    ),
+    (
+        "run.json missing",
+        "evaluate",
+        None,
+        ("--no-tracking",),
+        {},
+        f"{TRAIN_DIR}/run.json",
+        lambda p: p.unlink(),
+        "run.json is missing",
+    ),
     # resume
     (
         "resume, lr changed",
@@ -560,6 +729,8 @@ def test_bad_input_is_one_line_and_costs_nothing(good, case, stage, mutate, args
     raw = mutate(copy.deepcopy(params)) if mutate else params
     env = {k: v.format(port=free_port()) for k, v in env.items()}
     original = (root / target).read_bytes() if target else None
+    meta = (root / target).parent / "meta.json" if target else None  # a re-recorded case rewrites it
+    original_meta = meta.read_bytes() if meta and meta.is_file() else None
     if damage:
         damage(root / target)
     try:
@@ -567,6 +738,8 @@ def test_bad_input_is_one_line_and_costs_nothing(good, case, stage, mutate, args
     finally:
         if target:
             (root / target).write_bytes(original)
+        if original_meta is not None:
+            meta.write_bytes(original_meta)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "Warning" not in ln and "warn(" not in ln]
     assert proc.returncode == 2, (case, proc.returncode, proc.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, (case, proc.stderr)

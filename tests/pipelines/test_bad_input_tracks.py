@@ -819,7 +819,7 @@ CASES = [
         (),
         (f"{MNIST_RUN}/best.pt", f"{MNIST_RUN}/run.json"),
         lambda root: [copy_file(f"{FASHION_RUN}/{f}", f"{MNIST_RUN}/{f}")(root) for f in ("best.pt", "run.json")],
-        "was trained on other data",
+        "task 'fashion_mnist', not swarm_transformer_small seed 0 on mnist: the folder was copied or swapped",
     ),
     (
         "evaluate, best.pt changed",

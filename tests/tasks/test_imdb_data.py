@@ -160,3 +160,77 @@ def test_the_steps_in_order_match_the_steps_one_by_one(tiny_params, tmp_path):
                 assert a == b, f"{folder}/{f}"
     for step in ("prepare", "augment", "tokenize"):
         assert (data_dir["all"] / "reports" / "data" / "imdb" / step / "metrics.json").is_file()
+
+
+# ------------------------------------------------------------------------------- no test review reaches training
+
+
+def _imdb(params):
+    from swarmlab.drive.runs import make_task
+
+    return make_task(params, "imdb")
+
+
+def _record_as_rebuilt(folder):
+    """Rewrite meta.json's file record for the shards as they are now: what a stage would write had it built them,
+    so that only the leak check stands between them and training."""
+    from swarmlab.integrity import record_files
+
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["files"] = record_files(folder, {s: i["shards"] for s, i in meta["splits"].items()})
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def test_every_step_records_its_shards_and_training_checks_them(tiny_params, tiny_tokenized):
+    import shutil
+
+    for folder in (tiny_tokenized.parent / "prepared", tiny_tokenized):
+        meta = json.loads((folder / "meta.json").read_text())
+        assert set(meta["files"]) == {"train", "val", "test"}
+        assert sorted(meta["files"]["train"]) == meta["splits"]["train"]["shards"]
+    task = _imdb(tiny_params)
+    assert task.data_fingerprint()  # runs record what they trained on, and evaluate checks it
+    task.train_data(None)
+    shutil.copyfile(tiny_tokenized / "test-000.parquet", tiny_tokenized / "train-001.parquet")
+    with pytest.raises(SwarmlabError, match=r"train-001.parquet (has \d+ bytes but|does not match the content)"):
+        _imdb(tiny_params).train_data(None)
+    (tiny_tokenized / "train-001.parquet").unlink()
+    with pytest.raises(SwarmlabError, match=r"train-001.parquet is missing \(meta.json records 2 file\(s\)"):
+        _imdb(tiny_params).train_data(None)
+
+
+def test_a_training_split_holding_test_or_val_reviews_is_refused(tiny_params, tiny_tokenized):
+    import shutil
+
+    from tasks.imdb_data import check_disjoint
+
+    counts = check_disjoint(tiny_tokenized)
+    assert counts == {"train": 32, "val": 8, "test": 40}
+    shutil.copyfile(tiny_tokenized / "test-000.parquet", tiny_tokenized / "train-001.parquet")
+    _record_as_rebuilt(tiny_tokenized)  # even with a record that matches the swapped shard
+    with pytest.raises(
+        SwarmlabError,
+        match=r"train-001.parquet holds 20 review\(s\) of the test split \(.*test-000.parquet, e.g. test/",
+    ):
+        _imdb(tiny_params).train_data(None)
+    shutil.copyfile(tiny_tokenized / "val-000.parquet", tiny_tokenized / "train-001.parquet")
+    _record_as_rebuilt(tiny_tokenized)
+    with pytest.raises(SwarmlabError, match=r"review\(s\) of the val split"):
+        check_disjoint(tiny_tokenized)
+
+
+def test_a_step_refuses_an_edited_or_damaged_folder_before_it(tiny_params, tmp_path):
+    from tests.conftest import imdb_step
+
+    prepared = tmp_path / "steps" / "prepared"
+    imdb_step(tiny_params, "prepare", prepared)
+    meta = json.loads((prepared / "meta.json").read_text())
+    meta["splits"]["train"]["rows"] = 30
+    (prepared / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SwarmlabError, match=r"says the train split has 30 rows, but its shards hold 32"):
+        imdb_step(tiny_params, "augment", tmp_path / "steps" / "augmented", prepared)
+    meta["splits"]["train"]["rows"] = 32
+    (prepared / "meta.json").write_text(json.dumps(meta))
+    (prepared / "test-001.parquet").unlink()
+    with pytest.raises(SwarmlabError, match=r"test-001.parquet is missing"):
+        imdb_step(tiny_params, "tokenize", tmp_path / "steps" / "tokenized", prepared)

@@ -182,10 +182,11 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
         run_file,
         json.dumps(
             {
-                "run_id": tracker.run_id,
+                "run_id": tracker.run_id or previous.get("run_id"),  # a resume without tracking keeps the id
                 "model": name,
                 "task": task.key,
                 "seed": run.seed,
+                "model_cfg": json.loads(json.dumps(asdict(model.cfg), default=str)),  # evaluate checks it
                 "fingerprint": fingerprint,
                 "git_commit": git_commit(),  # the commit that trained it: evaluate's test-read log names it
                 **start_record(task),
