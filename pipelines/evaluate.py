@@ -44,7 +44,7 @@ from swarmlab.drive.run_config import build_model
 from swarmlab.drive.runs import report_dir, train_dir, write_skipped
 from swarmlab.drive.schedule.scheduler import Job, Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser, task_writer
 from swarmlab.tracking import check_tracking_uri
 
 
@@ -170,14 +170,16 @@ def main(argv=None) -> None:
         help="allow a second read of a test split under other training settings (counted in the report)",
     )
     args = parser.parse_args(argv)
-    evaluate(
-        params_from(args),
-        args.task,
-        tracking=not args.no_tracking,
-        retest=args.retest,
-        parallel=args.parallel,
-        address=args.address,
-    )
+    params = params_from(args)
+    with task_writer(params, args.task, "evaluate"):
+        evaluate(
+            params,
+            args.task,
+            tracking=not args.no_tracking,
+            retest=args.retest,
+            parallel=args.parallel,
+            address=args.address,
+        )
 
 
 if __name__ == "__main__":

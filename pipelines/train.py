@@ -25,7 +25,7 @@ from swarmlab.drive.guard import dry_run
 from swarmlab.drive.runs import report_dir, write_skipped
 from swarmlab.drive.schedule.scheduler import Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser, task_writer
 from swarmlab.tracking import check_tracking_uri
 from swarmlab.drive.training.run import REPORT_ROOT, TRAIN_ROOT
 from swarmlab.drive.training.task import train_task
@@ -128,16 +128,17 @@ def main(argv=None) -> None:
         raise SwarmlabError("--resume and --restart contradict each other: pick one")
     params = params_from(args)
     models = args.models.split(",") if args.models else None
-    train(
-        params,
-        args.task,
-        models,
-        resume=args.resume,
-        restart=args.restart,
-        tracking=not args.no_tracking,
-        parallel=args.parallel,
-        address=args.address,
-    )
+    with task_writer(params, args.task, "train"):
+        train(
+            params,
+            args.task,
+            models,
+            resume=args.resume,
+            restart=args.restart,
+            tracking=not args.no_tracking,
+            parallel=args.parallel,
+            address=args.address,
+        )
 
 
 if __name__ == "__main__":

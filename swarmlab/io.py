@@ -7,9 +7,12 @@ every output goes to a temporary sibling first and is renamed into place on succ
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
@@ -105,3 +108,30 @@ def write_shards(table, folder: Path, split: str, shards: int) -> list[str]:
         pq.write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k]), Path(folder) / name, compression="zstd")
         names.append(name)
     return names
+
+
+@contextlib.contextmanager
+def one_writer(lock_dir: Path, name: str, what: str):
+    """Hold ``<lock_dir>/<name>.lock`` while a stage writes its outputs; a second holder is refused in one line naming
+    the first (host, pid, start). ``flock`` is released by the kernel when the holder exits, however it exits, so a
+    killed run never leaves a stuck lock. ``what``: the work, for the message (``train@clustering_direct``)."""
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_dir / f"{name}.lock", "a+")  # noqa: SIM115 - held open for the duration
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise SwarmlabError(
+                f"{what} is already running on these outputs ({holder}): two writers would clobber each other's "
+                f"runs; wait for it to finish or stop it"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # releases the lock

@@ -66,3 +66,70 @@ def test_held_before_swap_runs_the_module_with_its_arguments_and_waits_in_the_sw
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert time.perf_counter() - t0 >= 1.0
     assert (tmp_path / "out").read_text() == f"{tmp_path / 'out'} --flag"
+
+
+def test_one_writer_refuses_a_second_holder_and_a_killed_holder_leaves_no_stuck_lock(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from swarmlab.errors import SwarmlabError
+    from swarmlab.io import one_writer
+
+    with one_writer(tmp_path, "train-x", "train@x"):
+        with pytest.raises(SwarmlabError, match=r"train@x is already running on these outputs \(pid \d+ on .*, since"):
+            with one_writer(tmp_path, "train-x", "train@x"):
+                pass
+        with one_writer(tmp_path, "evaluate-x", "evaluate@x"):  # another name: another lock
+            pass
+    with one_writer(tmp_path, "train-x", "train@x"):  # released on exit
+        pass
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from swarmlab.io import one_writer\n"
+            f"with one_writer({str(tmp_path)!r}, 'train-x', 'train@x'):\n"
+            "    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SwarmlabError, match=rf"already running on these outputs \(pid {holder.pid} "):
+            with one_writer(tmp_path, "train-x", "train@x"):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    deadline = time.monotonic() + 5
+    with one_writer(tmp_path, "train-x", "train@x"):  # the kernel released the killed holder's lock
+        assert time.monotonic() < deadline
+
+
+@pytest.mark.slow
+def test_a_second_train_of_the_same_task_is_refused_in_one_line(tmp_path):
+    """Two `train --task clustering_direct --restart` in one folder both exited 0 and lost 7 files of the runs."""
+    import os
+    import subprocess
+    import sys
+
+    from swarmlab.io import one_writer
+    from tests.conftest import REPO_ROOT
+
+    env = {**os.environ, "SWARMLAB_WORKDIR": str(tmp_path), "SWARMLAB_PROGRESS": "0"}
+    with one_writer(tmp_path / ".locks", "train-toy_counting", "train@toy_counting"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipelines.train", "--profile", "smoke", "--task", "toy_counting", "--no-tracking"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: train@toy_counting is already running on these outputs")
+    assert not (tmp_path / "outputs" / "train").exists()
