@@ -106,6 +106,13 @@ def ablate(
         atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
         logger.info(f"[{grid}/{point['point']}] {entry['status']} in {entry['wall_s']} s")
     atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
+    failed = [e for e in results["points"] if e.get("status") == "failed"]
+    if failed:  # done means done: a grid with a failed point is not a result (results.json marks which, and why)
+        first = failed[0]
+        raise SwarmlabError(
+            f"grid {grid}: {len(failed)} of {len(results['points'])} point(s) failed, first {first['point']}: "
+            f"{first.get('error') or 'see its run.log'} ({results_file} marks them; --resume reruns only those)"
+        )
     return results
 
 

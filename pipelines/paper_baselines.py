@@ -30,6 +30,8 @@ def run_stage(*, tracking: bool = True, out_dir: Path = OUT_DIR, table: Path = B
     sources, entries = load_baselines(table)
     result = log_baselines(sources, entries) if tracking else {"experiment_id": None, "runs": {}}
     atomic_write_text(Path(out_dir) / "baselines.md", baselines_markdown(sources, entries))
+    if not tracking and (Path(out_dir) / "runs.json").is_file():
+        return result  # nothing was logged: the run ids an earlier run recorded stay as they are
     atomic_write_text(
         Path(out_dir) / "runs.json",
         json.dumps(

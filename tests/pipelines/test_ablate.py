@@ -200,6 +200,23 @@ def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path, monkey
     assert "keep" not in (side / "run.log").read_text()
 
 
+@pytest.mark.slow
+def test_a_grid_with_failed_points_exits_non_zero_naming_the_first_reason(tmp_path, monkeypatch):
+    """A misspelled varied key (`num_layrs`) made every point fail in its dry run; the grid used to exit 0 with the
+    reason only in each point's run.log, and the report showed a null ablation."""
+    params = toy_params()
+    params["ablations"]["layers"]["vary"] = {"tasks.toy_counting.model_overrides.num_layrs": [1, 2]}
+    roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    monkeypatch.setattr("swarmlab.drive.ablation_runs.REPO_ROOT", tmp_path)
+    with pytest.raises(
+        SwarmlabError, match=r"grid layers: 2 of 2 point\(s\) failed, first num_layrs=1: .*num_layrs"
+    ) as info:
+        ablate(params, "layers", tracking=False, **roots)
+    assert "\n" not in str(info.value)
+    results = json.loads((roots["report_root"] / "ablations" / "layers" / "results.json").read_text())
+    assert [p["status"] for p in results["points"]] == ["failed", "failed"]
+
+
 def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypatch):
     """The same point run twice (a rerun of the grid) gives two distinct MLflow names; tagging again (--resume)
     keeps the name it has."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -132,3 +133,10 @@ def test_the_stage_tags_every_experiment_for_the_training_view(tmp_path, monkeyp
     run_stage(out_dir=tmp_path / "out", table=table)
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
     assert (tmp_path / "out" / "baselines.md").read_text().count("| `seed000/") == 2
+    recorded = json.loads((tmp_path / "out" / "runs.json").read_text())
+    assert len(recorded["runs"]) == 2 and recorded["experiment_id"]
+    run_stage(out_dir=tmp_path / "out", table=table, tracking=False)  # logs nothing: must not erase the ids
+    assert json.loads((tmp_path / "out" / "runs.json").read_text()) == recorded
+    fresh = tmp_path / "fresh"
+    run_stage(out_dir=fresh, table=table, tracking=False)  # nothing recorded before: an empty record
+    assert json.loads((fresh / "runs.json").read_text())["runs"] == {}

@@ -91,3 +91,26 @@ def test_a_name_already_taken_gets_a_number(tmp_path):
         "m-seed0 | cpu #3",
         "m-seed1 | cpu",
     ]
+
+
+@pytest.mark.slow
+def test_a_resume_without_tracking_keeps_the_runs_mlflow_id(tmp_path, monkeypatch):
+    """`--resume --no-tracking` used to set run.json's run_id to null, cutting the run off its MLflow record."""
+    import copy
+    import json
+
+    from pipelines.train import train
+    from swarmlab.drive.params import load_params
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'store.db'}")
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["toy_counting"].update(models=["transformer"])
+    params["tasks"]["toy_counting"]["train"].update(max_steps=20, eval_every=10, batch_size=8)
+    roots = {"out_root": tmp_path / "out", "report_root": tmp_path / "rep"}
+    train(params, "toy_counting", parallel=1, **roots)
+    record = tmp_path / "out" / "toy_counting" / "transformer-seed0" / "run.json"
+    run_id = json.loads(record.read_text())["run_id"]
+    assert run_id
+    params["tasks"]["toy_counting"]["train"]["max_steps"] = 30  # a finished run given more steps
+    train(params, "toy_counting", resume=True, tracking=False, parallel=1, **roots)
+    assert json.loads(record.read_text())["run_id"] == run_id
