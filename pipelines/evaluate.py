@@ -41,10 +41,10 @@ from swarmlab.drive.report.testsplit import (
     write_reads,
 )
 from swarmlab.drive.run_config import build_model
-from swarmlab.drive.runs import report_dir, train_dir, write_skipped
+from swarmlab.drive.runs import report_dir, task_writer, train_dir, write_skipped
 from swarmlab.drive.schedule.scheduler import Job, Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser, task_writer
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from swarmlab.engine import resolve_device
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.drive.guard import dry_run
-from swarmlab.drive.runs import report_dir, write_skipped
+from swarmlab.drive.runs import report_dir, task_writer, write_skipped
 from swarmlab.drive.schedule.scheduler import Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser, task_writer
+from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 from swarmlab.drive.training.run import REPORT_ROOT, TRAIN_ROOT
 from swarmlab.drive.training.task import train_task

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.io import atomic_write_text
+from swarmlab.io import atomic_write_text, one_writer
 from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, WORK_ROOT
 from swarmlab.drive.sections import seed, task_section
@@ -138,3 +138,12 @@ def train_dir(task_name: str, run: str, root: Path = OUTPUTS_DIR / "train") -> P
 def report_dir(stage: str, task_name: str, root: Path = REPORTS_DIR) -> Path:
     """``reports/<stage>/<task>``."""
     return Path(root) / stage / task_name
+
+
+def task_writer(params: dict, cli_task: str | None, stage: str):
+    """The lock a stage holds while it writes a task's outputs (``.locks/<stage>-<task>.lock`` in the work folder,
+    beside the outputs rather than among them, so no output changes): a second
+    ``<stage>@<task>`` in the same work folder is refused in one line (``swarmlab.io.one_writer``)."""
+    key = default_task(params, cli_task)
+    task_spec(params, key)  # an unknown task is its own one line (with the nearest names), before any lock is made
+    return one_writer(WORK_ROOT / ".locks", f"{stage}-{key}", f"{stage}@{key}")

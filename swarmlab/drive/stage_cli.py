@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 
 from swarmlab.drive.params import load_params
-from swarmlab.drive.runs import default_task, task_spec
 from swarmlab.drive.sections import check_environment
-from swarmlab.io import one_writer
-from swarmlab.paths import WORK_ROOT
 
 
 def stage_parser(description: str) -> argparse.ArgumentParser:
@@ -39,12 +36,3 @@ def params_from(args: argparse.Namespace) -> dict:
     """The resolved params of ``--params``/``--profile``, after the environment variables are checked."""
     check_environment()
     return load_params(args.params, args.profile)
-
-
-def task_writer(params: dict, cli_task: str | None, stage: str):
-    """The lock a stage holds while it writes a task's outputs (``.locks/<stage>-<task>.lock`` in the work folder,
-    beside the outputs rather than among them, so no output changes): a second
-    ``<stage>@<task>`` in the same work folder is refused in one line (``swarmlab.io.one_writer``)."""
-    key = default_task(params, cli_task)
-    task_spec(params, key)  # an unknown task is its own one line (with the nearest names), before any lock is made
-    return one_writer(WORK_ROOT / ".locks", f"{stage}-{key}", f"{stage}@{key}")
