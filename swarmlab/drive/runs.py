@@ -21,7 +21,10 @@ params.yaml holds one section per task::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
@@ -140,10 +143,17 @@ def report_dir(stage: str, task_name: str, root: Path = REPORTS_DIR) -> Path:
     return Path(root) / stage / task_name
 
 
+def lock_dir(root: Path = WORK_ROOT) -> Path:
+    """Where the stages' locks of the work folder ``root`` live: outside it (the system's temporary folder, one
+    sub-folder per work folder), so that taking a lock writes nothing into a work folder a refused stage must leave
+    as it was. ``flock`` holds between processes of one machine (not across machines sharing a network folder)."""
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"swarmlab-locks-{os.getuid()}" / digest
+
+
 def task_writer(params: dict, cli_task: str | None, stage: str):
-    """The lock a stage holds while it writes a task's outputs (``.locks/<stage>-<task>.lock`` in the work folder,
-    beside the outputs rather than among them, so no output changes): a second
-    ``<stage>@<task>`` in the same work folder is refused in one line (``swarmlab.io.one_writer``)."""
+    """The lock a stage holds while it writes a task's outputs (``lock_dir()/<stage>-<task>.lock``): a second
+    ``<stage>@<task>`` on the same work folder is refused in one line (``swarmlab.io.one_writer``)."""
     key = default_task(params, cli_task)
     task_spec(params, key)  # an unknown task is its own one line (with the nearest names), before any lock is made
-    return one_writer(WORK_ROOT / ".locks", f"{stage}-{key}", f"{stage}@{key}")
+    return one_writer(lock_dir(), f"{stage}-{key}", f"{stage}@{key}")

@@ -137,7 +137,7 @@ def test_pipeline_errors_downstream(tmp_path):
     shard = tmp_path / "data" / "tokenized" / "train-001.parquet"
     shard.write_bytes(shard.read_bytes()[: len(shard.read_bytes()) // 2])  # truncated: a damaged copy
     proc = run_stage("train", tmp_path, params, "--no-tracking")
-    assert_one_line_error(proc, "cannot read", "train-001.parquet", "damaged")
+    assert_one_line_error(proc, "train-001.parquet has", "bytes but meta.json recorded", "damaged")  # its hash
 
     augmented = tmp_path / "data" / "augmented" / "val-000.parquet"  # tokenize reads the augment stage's output
     augmented.write_bytes(b"not parquet at all")

@@ -116,11 +116,12 @@ def test_a_second_train_of_the_same_task_is_refused_in_one_line(tmp_path):
     import subprocess
     import sys
 
+    from swarmlab.drive.runs import lock_dir
     from swarmlab.io import one_writer
     from tests.conftest import REPO_ROOT
 
     env = {**os.environ, "SWARMLAB_WORKDIR": str(tmp_path), "SWARMLAB_PROGRESS": "0"}
-    with one_writer(tmp_path / ".locks", "train-toy_counting", "train@toy_counting"):
+    with one_writer(lock_dir(tmp_path), "train-toy_counting", "train@toy_counting"):
         proc = subprocess.run(
             [sys.executable, "-m", "pipelines.train", "--profile", "smoke", "--task", "toy_counting", "--no-tracking"],
             cwd=REPO_ROOT,
@@ -132,4 +133,4 @@ def test_a_second_train_of_the_same_task_is_refused_in_one_line(tmp_path):
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: train@toy_counting is already running on these outputs")
-    assert not (tmp_path / "outputs" / "train").exists()
+    assert not (tmp_path / "outputs").exists()  # the lock lives outside the work folder
