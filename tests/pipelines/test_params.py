@@ -1,8 +1,12 @@
+import copy
+
 import pytest
+import yaml
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.drive.params import load_params, validate_all
 from swarmlab.drive.run_config import model_overrides, train_settings
+from swarmlab.paths import PARAMS_FILE
 
 BASE = """
 profile: a
@@ -139,8 +143,6 @@ def test_a_key_written_twice_is_refused_with_both_lines(tmp_path):
     ],
 )
 def test_task_seeds_are_in_range_and_distinct(seeds, message):
-    import copy
-
     from swarmlab.drive.sections import seed, task_section
 
     params = copy.deepcopy(load_params(profile="smoke"))
@@ -153,8 +155,6 @@ def test_task_seeds_are_in_range_and_distinct(seeds, message):
 
 
 def test_per_model_settings_must_name_a_model_that_fits_the_task():
-    import copy
-
     params = copy.deepcopy(load_params(profile="smoke"))
     params["tasks"]["imdb"]["train"] = {"lstm": {"lr": 1e-3}}  # a set model: it never runs on IMDB
     with pytest.raises(SwarmlabError, match=r"tasks.imdb.train.lstm holds settings for 'lstm', which cannot run"):
@@ -181,25 +181,15 @@ def test_paths_are_checked(tmp_path, paths, message):
         load_params(write(tmp_path, text))
 
 
-def test_a_top_level_train_override_reaches_every_task_that_sets_the_key_itself():
+def test_a_top_level_train_override_reaches_every_task_that_sets_the_key_itself(tmp_path):
     """`dvc exp run -S +train.lr=...` (docs/pipeline.md): each task's own `tasks.<k>.train.lr` used to win, so the
     override reached one task of seven."""
-    import yaml
-
-    from swarmlab.paths import PARAMS_FILE
-
     raw = yaml.safe_load(PARAMS_FILE.read_text())
     before = load_params(profile="cpu")
     own = [k for k, s in before["tasks"].items() if "lr" in (s.get("train") or {})]
     assert own, "the test needs a task that sets its own lr"
     raw["train"] = {"lr": 1.234e-4}
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "params.yaml"
-        path.write_text(yaml.safe_dump(raw))
-        after = load_params(path, "cpu")
+    after = load_params(write(tmp_path, yaml.safe_dump(raw)), "cpu")
     for key in after["tasks"]:
         for model in after["tasks"][key]["models"]:
             assert train_settings(after, key, model)["lr"] == 1.234e-4, (key, model)

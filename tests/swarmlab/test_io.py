@@ -72,7 +72,6 @@ def test_one_writer_refuses_a_second_holder_and_a_killed_holder_leaves_no_stuck_
     import signal
     import subprocess
     import sys
-    import time
 
     from swarmlab.errors import SwarmlabError
     from swarmlab.io import one_writer
@@ -104,9 +103,8 @@ def test_one_writer_refuses_a_second_holder_and_a_killed_holder_leaves_no_stuck_
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    deadline = time.monotonic() + 5
-    with one_writer(tmp_path, "train-x", "train@x"):  # the kernel released the killed holder's lock
-        assert time.monotonic() < deadline
+    with one_writer(tmp_path, "train-x", "train@x"):  # the kernel released the killed holder's lock (else: refused)
+        pass
 
 
 @pytest.mark.slow
