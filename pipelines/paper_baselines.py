@@ -19,6 +19,7 @@ from pathlib import Path
 from swarmlab.errors import cli
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPORTS_DIR, tracking_uri
+from swarmlab.tracking import check_tracking_uri
 from swarmlab.drive.report.baseline_runs import baselines_markdown, log_baselines
 from swarmlab.drive.report.baselines import BASELINES_FILE, EXPERIMENT, load_baselines
 from swarmlab.drive.stage_cli import params_from, stage_parser
@@ -50,6 +51,8 @@ def main(argv=None) -> None:
     parser.add_argument("--no-tracking", action="store_true", help="write the table only; log nothing to MLflow")
     args = parser.parse_args(argv)
     params_from(args)  # the params file must be valid like for every stage (the table itself is not in it)
+    if not args.no_tracking:
+        check_tracking_uri()  # one line, before anything is written, for a store that cannot work
     result = run_stage(tracking=not args.no_tracking)
     if args.no_tracking:
         print("paper_baselines: table written; nothing logged (--no-tracking)")

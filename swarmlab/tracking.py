@@ -7,10 +7,12 @@ so a sweep's trial processes can each hold their own run, nested under a parent 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -20,9 +22,11 @@ import yaml
 
 from swarmlab.paths import tracking_uri
 from swarmlab.errors import SwarmlabError
+from swarmlab.log import get_logger
 from swarmlab.settings import flatten
 
-DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # SQLAlchemy stores MLflow accepts
+logger = get_logger(__name__)
+
 SQLITE = "sqlite:///"
 
 
@@ -31,52 +35,207 @@ def sqlite_path(uri: str | None) -> Path | None:
     return Path(uri[len(SQLITE) :]) if uri and uri.startswith(SQLITE) else None
 
 
-def check_tracking_uri(uri: str | None = None, *, timeout_s: float = 3.0) -> str:
+CONNECT_TIMEOUT_ENV = "SWARMLAB_CONNECT_TIMEOUT_S"
+CONNECT_TIMEOUT_S = 5.0  # a live server on a LAN answers in milliseconds; 5 s leaves room for a slow VPN or a busy host
+DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+# MLflow retries a failed HTTP request 7 times with backoff (about 4 minutes) and waits 120 s for each answer: a
+# tracking server that dies mid-run would stall a run that long at every call. A run only logs, and goes on without
+# tracking when its store fails (MlflowTracker), so a dead server should cost seconds: 2 retries, 1 s backoff factor
+# (about 3 s between the tries), 10 s per answer. Set by default only: a user's values win.
+MLFLOW_HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+
+
+def connect_timeout_s() -> float:
+    """How long a tracking store or a Ray cluster may take to answer the checks before a run starts:
+    ``$SWARMLAB_CONNECT_TIMEOUT_S``, default 5 s."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV)
+    if not raw:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 and math.isfinite(value)):
+        raise SwarmlabError(f"{CONNECT_TIMEOUT_ENV}={raw!r} is not a positive number of seconds (default 5)")
+    return value
+
+
+def bound_mlflow_retries() -> None:
+    """Set MLflow's HTTP retry settings to ``MLFLOW_HTTP_DEFAULTS`` where the user set none."""
+    for key, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def shown(uri: str) -> str:
+    """``uri`` without its password (database and server URIs may carry one)."""
+    parsed = urlparse(uri)
+    if not parsed.password:
+        return uri
+    return parsed._replace(netloc=parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)).geturl()
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS error's words (``connection refused``), else the exception's first line."""
+    reason = getattr(exc, "reason", None)  # urllib's URLError wraps the socket's error
+    if isinstance(reason, BaseException):
+        exc = reason
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if getattr(exc, "strerror", None):
+        return exc.strerror.lower()
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _check_sqlite(uri: str) -> None:
+    db = sqlite_path(uri)
+    if db is None:
+        raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db")
+    db = db.expanduser().resolve()
+    folder = db.parent
+    if folder.exists() and not os.access(folder, os.W_OK):
+        raise SwarmlabError(
+            f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
+            f"folder, or run with --no-tracking"
+        )
+    if not db.exists():
+        return  # MLflow creates it (store_lock creates its folder)
+    if not db.is_file():
+        raise SwarmlabError(f"tracking store {db} is not a file (MLFLOW_TRACKING_URI={uri}): name a .db file in it")
+    try:
+        with open(db, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise SwarmlabError(f"cannot read tracking store {db} ({_reason(exc)}): fix its permissions") from None
+    if head and head != SQLITE_HEADER:
+        raise SwarmlabError(
+            f"tracking store {db} is not a SQLite database (it begins {head[:8]!r}): move it away (MLflow creates a "
+            f"new one), point MLFLOW_TRACKING_URI at another file, or run with --no-tracking"
+        )
+    # Read-only: root ignores the mode bits (os.access says yes), so a store marked read-only (chmod a-w: an archived
+    # store, say) is refused by its bits, and one on a read-only mount by SQLite itself, which then opens it read-only
+    # and refuses the write lock. BEGIN IMMEDIATE takes that lock and ROLLBACK drops it: the store is left as it was.
+    readonly = not db.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    if not readonly and head:
+        import sqlite3  # standard library; only a sqlite store needs it
+
+        conn = None
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=0.1, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            readonly = "readonly" in str(exc) or "read-only" in str(exc)  # "database is locked": in use, writable
+        finally:
+            if conn is not None:
+                conn.close()
+    if readonly:
+        raise SwarmlabError(
+            f"tracking store {db} is read-only: make it writable (chmod u+w), point MLFLOW_TRACKING_URI at another "
+            f"file, or run with --no-tracking"
+        )
+
+
+def _check_server(uri: str, timeout_s: float) -> None:
+    """GET ``<uri>/health``: an MLflow server answers 200 ``OK``."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    parsed = urlparse(uri)
+    if not parsed.hostname:
+        raise SwarmlabError(f"MLFLOW_TRACKING_URI={shown(uri)!r} names no host: use http://host:port")
+    context = None
+    if parsed.scheme == "https":
+        if os.environ.get("MLFLOW_TRACKING_INSECURE_TLS", "").lower() == "true":
+            context = ssl._create_unverified_context()  # what MLflow itself does with this setting
+        else:
+            context = ssl.create_default_context(cafile=os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH") or None)
+    url = f"{uri.rstrip('/')}/health"
+    fix = "fix MLFLOW_TRACKING_URI, or run with --no-tracking"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:
+            response.read(64)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):  # /health needs no login on an MLflow server with auth; a proxy in front may
+            hint = "it wants credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or _TOKEN)"
+        else:
+            hint = "it is not an MLflow tracking server: point MLFLOW_TRACKING_URI at one, or run with --no-tracking"
+        raise SwarmlabError(f"the server at {shown(uri)} answered {exc.code} to /health: {hint}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = _reason(exc)
+        if reason == "timed out":
+            raise SwarmlabError(
+                f"the server at {shown(uri)} did not answer GET /health within {timeout_s:g} s (it is hung, or not "
+                f"an HTTP server): restart it, {fix} ({CONNECT_TIMEOUT_ENV} sets the wait)"
+            ) from None
+        if isinstance(getattr(exc, "reason", None), ssl.SSLError):
+            raise SwarmlabError(
+                f"TLS with {shown(uri)} failed ({reason}): set MLFLOW_TRACKING_SERVER_CERT_PATH to its certificate, "
+                f"or {fix}"
+            ) from None
+        raise SwarmlabError(
+            f"no MLflow server answers at {shown(uri)} ({reason}): start one (docs/tracking.md), {fix}"
+        ) from None
+
+
+def _check_database(uri: str, scheme: str, timeout_s: float) -> None:
+    """A TCP connection to the database server; a URI with no host (a unix socket) is left to the driver."""
+    parsed = urlparse(uri)
+    try:
+        host, port = parsed.hostname, parsed.port or DB_PORTS[scheme]
+    except ValueError:  # a port that is not a number
+        raise SwarmlabError(f"MLFLOW_TRACKING_URI={shown(uri)!r}: its port is not a number") from None
+    if not host:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise SwarmlabError(
+            f"no {scheme} server answers at {host}:{port} within {timeout_s:g} s ({_reason(exc)}; "
+            f"MLFLOW_TRACKING_URI={shown(uri)}): start it, fix MLFLOW_TRACKING_URI, or run with --no-tracking"
+        ) from None
+
+
+def check_tracking_uri(uri: str | None = None, *, timeout_s: float | None = None) -> str:
     """The tracking URI (``$MLFLOW_TRACKING_URI`` or the default sqlite store), or one line saying why it cannot work.
 
-    Checked before any output is touched: a server must answer within ``timeout_s`` (MLflow itself retries for
-    minutes), a sqlite store's folder must be writable, and a URI without a scheme (MLflow would take it for the
-    deprecated file store) or with an unknown one is refused.
+    Checked before any output is touched, each answer awaited at most ``timeout_s`` (``connect_timeout_s()``: 5 s by
+    default; MLflow itself retries for minutes):
+
+    - sqlite: the folder is writable; an existing file is a SQLite database (its 16-byte header) and not read-only;
+    - http(s): ``GET <uri>/health`` answers 200 (an MLflow server's ``OK``): refused, silent, or another server;
+    - postgresql, mysql, mssql: a TCP connection to host:port (5432, 3306, 1433 by default; no host: a unix socket,
+      not checked);
+    - no scheme (MLflow would take it for the deprecated file store) or an unknown one: refused.
     """
     uri = uri or tracking_uri()
+    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     parsed = urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
     if scheme == "sqlite":
-        db = sqlite_path(uri)
-        if db is None:
-            raise SwarmlabError(
-                f"MLFLOW_TRACKING_URI={uri!r}: a sqlite store is sqlite:///<absolute or relative path>.db"
-            )
-        folder = db.expanduser().resolve().parent
-        if folder.exists() and not os.access(folder, os.W_OK):
-            raise SwarmlabError(
-                f"tracking store folder {folder} is not writable (MLFLOW_TRACKING_URI={uri}): pick another "
-                f"folder, or run with --no-tracking"
-            )
-        return uri
-    if scheme in ("http", "https"):
-        host, port = parsed.hostname, parsed.port or (443 if scheme == "https" else 80)
-        if not host:
-            raise SwarmlabError(f"MLFLOW_TRACKING_URI={uri!r} names no host: use http://host:port")
-        try:
-            socket.create_connection((host, port), timeout=timeout_s).close()
-        except OSError as exc:
-            raise SwarmlabError(
-                f"no MLflow server answers at {uri} within {timeout_s:g} s ({exc.strerror or exc}): start "
-                f"one (docs/tracking.md), fix MLFLOW_TRACKING_URI, or run with --no-tracking"
-            ) from None
-        return uri
-    if scheme in DB_SCHEMES or scheme == "databricks":
-        return uri
-    if scheme in ("", "file"):
+        _check_sqlite(uri)
+    elif scheme in ("http", "https"):
+        _check_server(uri, timeout_s)
+    elif scheme in DB_PORTS:
+        _check_database(uri, scheme, timeout_s)
+    elif scheme == "databricks":
+        pass  # its own client and credentials; nothing to probe without them
+    elif scheme in ("", "file"):
         raise SwarmlabError(
             f"MLFLOW_TRACKING_URI={uri!r} is a file store, which MLflow 3 deprecates: use "
             f"sqlite:///<path>/mlruns.db or http://host:port"
         )
-    raise SwarmlabError(
-        f"MLFLOW_TRACKING_URI={uri!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
-        f"http(s)://host:port or a database URI"
-    )
+    else:
+        raise SwarmlabError(
+            f"MLFLOW_TRACKING_URI={shown(uri)!r}: unknown scheme {parsed.scheme!r}; use sqlite:///<path>.db, "
+            f"http(s)://host:port or a database URI"
+        )
+    return uri
 
 
 # The MLflow 3 UI opens an experiment in its GenAI (traces) view unless the experiment says it holds model
@@ -207,12 +366,39 @@ def open_client(uri: str | None = None):
     from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
     uri = uri or tracking_uri()
+    bound_mlflow_retries()
     with store_lock(uri):
         return MlflowClient(tracking_uri=uri)
 
 
+def _tolerant(method):
+    """A tracker method that, once the store has failed, does nothing, and whose own store failure turns the tracker
+    off (``MlflowTracker.lose``) instead of failing the run."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.lost:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except ImportError:  # mlflow not installed: not a store failure; --no-tracking is the fix, said by the caller
+            raise
+        except Exception as exc:  # noqa: BLE001 - any store failure (HTTP, SQL, disk): the run's results do not need it
+            self.lose(exc)
+            return None
+
+    return wrapper
+
+
 class MlflowTracker:
-    """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``."""
+    """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``.
+
+    A store that fails once the run is under way (a server that died, a full or read-only disk, a corrupted database)
+    does not stop the run: the tracker logs one warning naming the store and the cause and records nothing more
+    (a ``NullTracker`` from then on). The run's results live in its output folder; its MLflow run stays as far as it
+    got, unfinished (RUNNING). ``run_id`` keeps the run's id, so run.json still names it. The store is checked before
+    a stage starts (``check_tracking_uri``), so a store that is wrong from the start is that check's one-line error.
+    """
 
     def __init__(
         self,
@@ -224,24 +410,40 @@ class MlflowTracker:
         tags: dict | None = None,
         uri: str | None = None,
     ):
+        self.uri = uri or tracking_uri()
+        self.run_id = run_id
+        self.run_name = run_name
+        self.lost: str | None = None  # why the store failed, once it has
+        self._open(experiment, run_name, run_id, parent_run_id, tags)
+
+    @_tolerant
+    def _open(self, experiment, run_name, run_id, parent_run_id, tags) -> None:
         import mlflow  # mlflow: heavy, and only a tracked run needs it
 
-        self.uri = uri or tracking_uri()
         mlflow.set_tracking_uri(self.uri)  # so artifact logging resolves the same store
         self.client = open_client(self.uri)
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = exp.experiment_id if exp else self.create_experiment(self.client, self.uri, experiment)
         if run_id:
-            self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
         else:
-            all_tags = dict(tags or {})
+            all_tags = {k: str(v) for k, v in (tags or {}).items()}  # a REST store refuses non-string values
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
             if run_name:
                 run_name = unique_name(self.client, self.experiment_id, run_name)
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
             self.run_id = run.info.run_id
+
+    def lose(self, exc: BaseException) -> None:
+        """Turn tracking off for this run after the store failed with ``exc``: one warning line."""
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        self.lost = f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+        run = self.run_id or self.run_name or "this run"
+        logger.warning(
+            f"warning: tracking store {shown(self.uri)} failed ({self.lost}): MLflow run {run} goes on without "
+            f"tracking; its results are in its output folder and the MLflow run stays unfinished"
+        )
 
     @staticmethod
     def create_experiment(client, uri: str, name: str) -> str:
@@ -257,6 +459,7 @@ class MlflowTracker:
                 raise
             return exp.experiment_id
 
+    @_tolerant
     def log_params(self, params: dict) -> None:
         from mlflow.entities import Param  # mlflow: heavy, and only a tracked run needs it
 
@@ -266,6 +469,7 @@ class MlflowTracker:
         for i in range(0, len(new), 100):
             self.client.log_batch(self.run_id, params=new[i : i + 100])
 
+    @_tolerant
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         from mlflow.entities import Metric  # mlflow: heavy, and only a tracked run needs it
 
@@ -278,13 +482,16 @@ class MlflowTracker:
         if batch:
             self.client.log_batch(self.run_id, metrics=batch)
 
+    @_tolerant
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
+    @_tolerant
     def set_tags(self, tags: dict) -> None:
         for k, v in tags.items():
             self.client.set_tag(self.run_id, k, str(v))
 
+    @_tolerant
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 
