@@ -1,12 +1,17 @@
 """A read-only view of the MLflow tracking store for the report: run links, the latest run of a name, the papers' runs.
-Without a store (or with ``--no-mlflow``) ``ok`` is False and ``status`` says why; the report then shows no links."""
+Without a store (no sqlite file yet, mlflow not installed, or ``--no-mlflow``) ``ok`` is False and ``status`` says
+why; the report then shows no links. A store that exists but cannot be read (a server that does not answer, a damaged
+database) is one line, before anything is written: the report would otherwise replace good links with none."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from swarmlab.drive.report.cells import rel
-from swarmlab.tracking import SQLITE, open_client, sqlite_path
+from swarmlab.errors import SwarmlabError
+from swarmlab.tracking import SQLITE, check_tracking_uri, open_client, sqlite_path
+
+FIX = "start or fix the store, or run the report with --no-mlflow (no run links)"
 
 
 class MlflowIndex:
@@ -27,12 +32,19 @@ class MlflowIndex:
             )
             return
         try:
-            self.client = open_client(uri)  # imports mlflow there: heavy, and the report runs without it
-            self.experiments = {e.name: e.experiment_id for e in self.client.search_experiments()}
-        except Exception as exc:  # mlflow missing, an unreachable server, a damaged store
-            self.status = f"cannot read `{self.show_uri()}`: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-            self.client = None
+            import mlflow  # noqa: F401 - heavy, and the report runs without it
+        except ImportError:
+            self.status = "not read (mlflow is not installed: `pip install -e .[stack]`)"
             return
+        try:
+            check_tracking_uri(uri)  # a server that never answers: seconds, not minutes of MLflow's retries
+        except SwarmlabError as exc:
+            raise SwarmlabError(f"{exc} (report: {FIX})") from None
+        try:
+            self.client = open_client(uri)
+            self.experiments = {e.name: e.experiment_id for e in self.client.search_experiments()}
+        except Exception as exc:  # an unreachable server, a damaged store
+            raise self.unreadable(exc) from None
         self.ok = True
         self.status = f"`{self.show_uri()}`: {len(self.experiments)} experiments"
 
@@ -48,12 +60,15 @@ class MlflowIndex:
         if experiment not in self._runs:
             found, page = [], None
             while True:
-                batch = self.client.search_runs(
-                    [self.experiments[experiment]],
-                    max_results=1000,
-                    page_token=page,
-                    order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
-                )
+                try:
+                    batch = self.client.search_runs(
+                        [self.experiments[experiment]],
+                        max_results=1000,
+                        page_token=page,
+                        order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
+                    )
+                except Exception as exc:  # the store went away mid-report
+                    raise self.unreadable(exc) from None
                 found += list(batch)
                 page = batch.token
                 if not page:
@@ -64,10 +79,23 @@ class MlflowIndex:
     def get(self, run_id: str):
         if not self.ok or not run_id:
             return None
+        from mlflow.exceptions import MlflowException  # mlflow: imported above when ok
+
         try:
             return self.client.get_run(run_id)
-        except Exception:
-            return None
+        except MlflowException as exc:
+            if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                return None  # the store answered: no such run (deleted, or recorded in another store)
+            raise self.unreadable(exc) from None
+        except Exception as exc:  # the store went away mid-report
+            raise self.unreadable(exc) from None
+
+    def unreadable(self, exc: Exception) -> SwarmlabError:
+        """One line for a store that exists but cannot be read."""
+        return SwarmlabError(
+            f"cannot read the tracking store {self.show_uri()} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:160] if str(exc) else 'no message'}): {FIX}"
+        )
 
     def latest(self, experiment: str, run_name: str):
         """The newest finished run of that key (``<model>-seed<k>``: the stages' ``run`` tag; older runs were named

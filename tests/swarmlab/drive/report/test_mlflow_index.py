@@ -26,3 +26,28 @@ def test_latest_finds_the_run_by_its_key_not_its_display_name(tmp_path):
     run, count = index.latest("toy", "m-seed0")
     assert (run.info.run_id, count) == (new, 2)
     assert old != new and index.latest("toy", "m-seed2") == (None, 0)
+
+
+def test_a_store_that_cannot_be_read_is_one_line_not_a_report_without_links(tmp_path):
+    """No sqlite file yet: no links (nothing to lose). A damaged file or a server that is not there: one line, so
+    that the report is not rewritten without the links it had (issue 39)."""
+    import socket
+
+    import pytest
+
+    from swarmlab.errors import SwarmlabError
+
+    missing = MlflowIndex(f"sqlite:///{tmp_path / 'none.db'}", "http://127.0.0.1:5000")
+    assert not missing.ok and "no store at" in missing.status
+    (tmp_path / "bad.db").write_bytes(b"not a database at all" * 50)
+    with pytest.raises(SwarmlabError, match="--no-mlflow"):
+        MlflowIndex(f"sqlite:///{tmp_path / 'bad.db'}", "http://127.0.0.1:5000")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SwarmlabError, match=f"127.0.0.1:{port}.*--no-mlflow"):
+        MlflowIndex(f"http://127.0.0.1:{port}", "http://127.0.0.1:5000")
+    good = f"sqlite:///{tmp_path / 'good.db'}"
+    MlflowClient(good).create_experiment("toy", artifact_location=str(tmp_path / "art"))
+    index = MlflowIndex(good, "http://127.0.0.1:5000")
+    assert index.ok and index.get("0123456789abcdef0123456789abcdef") is None  # the store answered: no such run
