@@ -11,7 +11,8 @@ restarts from its last checkpoint; ``--resume`` continues an interrupted sweep w
 finished trials and with the searcher's state. In MLflow (experiment ``<task>-sweep``): one parent run
 ``sweep-<model>`` with the best trial's params and metrics, and a nested run per trial.
 
-Writes ``reports/sweep/<task>/best_params.json``, ``summary.md`` and ``summary.csv``.
+Writes ``reports/sweep/<task>/best_params.json``, ``summary.md`` and ``summary.csv``. An interrupted sweep (Ctrl-C)
+writes only the summaries, its cut trials marked ``interrupted``, leaves best_params.json as it was and exits 2.
 Ray runs locally unless ``--address`` (or ``$RAY_ADDRESS``, or ``sweep.address``) names a cluster.
 """
 
@@ -83,7 +84,15 @@ def sweep(
         num_samples=num_samples,
     )
     report_dir = Path(report_root).resolve() / task.key
-    return write_reports(report_dir, task=task, profile=spec.profile, state=state, results=results)
+    best = write_reports(report_dir, task=task, profile=spec.profile, state=state, results=results)
+    if best is None:  # Ctrl-C: Tune stopped the trials and returned as if done
+        cut = ", ".join(f"{n} ({r['unfinished']})" for n, r in results.items() if r["unfinished"])
+        raise SwarmlabError(
+            f"the sweep of {task.key} was interrupted with trial(s) unfinished: {cut}; they are marked `interrupted` "
+            f"in {report_dir / 'summary.md'} and best_params.json was not written: continue it with "
+            f"`python -m pipelines.sweep --task {task.key} --resume`"
+        )
+    return best
 
 
 @cli

@@ -310,3 +310,51 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
     for run in finished_runs:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert steps == sorted(set(steps)), f"an evaluation was logged twice: {steps}"
+
+
+@pytest.mark.timeout(180)
+def test_interrupted_sweep_exits_2_marks_cut_trials_and_keeps_best_params(tiny_data, tmp_path):
+    """Ctrl-C: Tune swallows SIGINT and returns as if done; the sweep must not report its cut trials as finished."""
+    params_file = write_params(tmp_path, num_samples=2, max_concurrent=2, max_epochs=200, grace_period=200)
+    temp_dir = short_tmpdir("ri")
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_TMPDIR": temp_dir,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("RAY_ADDRESS", None)
+    rep = tmp_path / "rep" / "imdb"
+    rep.mkdir(parents=True)
+    previous = '{"from": "the previous, complete sweep"}\n'
+    (rep / "best_params.json").write_text(previous)
+    cmd = [sys.executable, "-m", "pipelines.sweep", "--params", str(params_file), "--profile", "smoke"]
+    cmd += ["--task", "imdb", "--data-dir", str(tiny_data), "--no-tracking"]
+    cmd += ["--out-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path / "rep")]
+    driver = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    lines = []
+    try:
+        for line in driver.stdout:  # wait until a trial reports (evaluation 1 of 200) ...
+            lines.append(line)
+            if line.startswith(LABEL) and " eval " in line:
+                break
+        os.killpg(driver.pid, signal.SIGINT)  # ... then Ctrl-C, which the terminal sends to the whole group
+        lines += driver.stdout.readlines()
+        driver.wait(120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        _reap(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    out = "".join(lines)
+    assert driver.returncode == 2, out[-3000:]
+    errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "interrupted" in errors[0] and "--resume" in errors[0], out[-3000:]
+    assert (rep / "best_params.json").read_text() == previous
+    rows = list(csv.DictReader(open(rep / "summary.csv")))
+    assert rows and "interrupted" in {r["status"] for r in rows}, rows
+    assert all(r["status"] != "ok" or int(r["evaluations"]) == 200 for r in rows), rows  # no cut trial reads `ok`
+    assert "Interrupted" in (rep / "summary.md").read_text()

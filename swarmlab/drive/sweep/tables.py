@@ -44,13 +44,19 @@ def rank(rows: list[dict], key: str, mode: str) -> list[dict]:
     return ranked
 
 
-def write_reports(report_dir: Path, *, task, profile: str, state: dict, results: dict) -> dict:
-    """``best_params.json``, ``summary.md`` and ``summary.csv`` (every trial of every model, ranked)."""
+def write_reports(report_dir: Path, *, task, profile: str, state: dict, results: dict) -> dict | None:
+    """``best_params.json``, ``summary.md`` and ``summary.csv`` (every trial of every model, ranked).
+
+    An interrupted sweep (a model with unfinished trials) writes only the summaries, its cut trials marked
+    ``interrupted``, and returns None: ``best_params.json`` (a previous sweep's, if any) is left as it was."""
     from swarmlab.drive.sweep.trial import objective  # the trial module imports ray.tune: heavy, and a table needs none
 
     metric = objective(task.monitor)
+    unfinished = sum(res.get("unfinished", 0) for res in results.values())
     per_model = {}
     for name, res in results.items():
+        if res["best"] is None:  # interrupted: no best trial
+            continue
         b = res["best"]
         per_model[name] = {
             "params": b["params"],
@@ -74,7 +80,7 @@ def write_reports(report_dir: Path, *, task, profile: str, state: dict, results:
         "sweep_id": state["sweep_id"],
         "metric": metric,
         "mode": task.mode,
-        "best_model": model_rows[0]["model"],
+        "best_model": model_rows[0]["model"] if model_rows else None,
         "models": per_model,
     }
     trial_rows = rank([dict(r) for res in results.values() for r in res["rows"]], metric, task.mode)
@@ -96,9 +102,16 @@ def write_reports(report_dir: Path, *, task, profile: str, state: dict, results:
         "evaluations",
         "params",
     ]
+    note = (
+        f"**Interrupted**: {unfinished} trial(s) were cut before their schedule ended (status `interrupted`); "
+        f"no best parameters were written. Continue with `python -m pipelines.sweep --task {task.key} --resume`.\n\n"
+        if unfinished
+        else ""
+    )
     md = (
         f"# Sweep of {task.key} ({profile} profile, sweep {state['sweep_id']})\n\n"
-        f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
+        + note
+        + f"Objective: {metric} ({task.mode}), the best validation score of each trial.\n\n## Models\n\n"
         + format_table(model_rows, model_cols, markdown=True)
         + "\n## Trials\n\n"
         + format_table(trial_rows, trial_cols, markdown=True)
@@ -108,10 +121,13 @@ def write_reports(report_dir: Path, *, task, profile: str, state: dict, results:
     writer.writeheader()
     writer.writerows(trial_rows)
     report_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(report_dir / "best_params.json", json.dumps(best_params, indent=2) + "\n")
+    if not unfinished:
+        atomic_write_text(report_dir / "best_params.json", json.dumps(best_params, indent=2) + "\n")
     atomic_write_text(report_dir / "summary.md", md)
     atomic_write_text(report_dir / "summary.csv", buf.getvalue())
     print("\n" + format_table(trial_rows, trial_cols), end="", flush=True)
+    if unfinished:
+        return None
     logger.info(
         f"best: {model_rows[0]['model']} {metric} {fmt(model_rows[0][metric])}  ->  {report_dir / 'best_params.json'}"
     )

@@ -38,6 +38,31 @@ def _experiment_trials(grid) -> list:
     return list(grid._experiment_analysis.trials)  # the only place Tune exposes each trial's status
 
 
+def _persisted_status(exp_dir: Path) -> dict[str, str]:
+    """Trial id -> status in the newest experiment state Tune wrote.
+
+    On SIGINT (Ctrl-C) ``Tuner.fit`` swallows the signal, snapshots the experiment state once more and only then stops
+    the trials still running, which sets them TERMINATED in memory: a trial cut at evaluation 20 of 150 then looks as
+    finished as one ASHA stopped. The snapshot still says RUNNING (or PENDING) for the cut ones, and TERMINATED for
+    those the scheduler or their last evaluation ended; the same snapshot is what ``--resume`` continues from."""
+    files = sorted(exp_dir.glob("experiment_state-*.json"))  # one per session, named by its start time
+    if not files:
+        return {}
+    try:
+        state = json.loads(files[-1].read_text())
+        trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state.get("trial_data", [])]
+        return {t["trial_id"]: t["status"] for t in trials}
+    except (OSError, ValueError, KeyError, TypeError):  # unreadable: fall back on the statuses in memory
+        return {}
+
+
+def _unfinished(trials, exp_dir: Path) -> set[str]:
+    """The ids of the trials an interrupt cut (neither ended by their schedule nor failed for good)."""
+    persisted = _persisted_status(exp_dir)
+    done = ("TERMINATED", "ERROR")
+    return {t.trial_id for t in trials if t.status not in done or persisted.get(t.trial_id, t.status) not in done}
+
+
 def _trial_name(trial) -> str:
     return f"trial_{trial.trial_id}"
 
@@ -225,30 +250,25 @@ def _tuner(name, space, task, cfg, settings, ctx, trainable, ray_dir, exp_dir, s
 
 
 def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
-    """The finished experiment's trials, ranked; the best one logged to the parent run. An interrupted or wholly
-    failed experiment is a one-line error (the parent run says KILLED / FAILED)."""
+    """The experiment's trials, ranked; the best one logged to the parent run. An interrupted experiment has no best
+    trial (its cut trials are ``interrupted``, the parent run says KILLED); a wholly failed one is a one-line error."""
     from swarmlab.drive.sweep.trial import objective
 
     metric = objective(task.monitor)
     known = _experiment_trials(grid)
     if tracking:
         close_orphan_runs(uri, parent.run_id, {t.trial_id for t in known})
-    unfinished = [t.trial_id for t in known if t.status not in ("TERMINATED", "ERROR")]
-    if unfinished:
-        parent.finish("KILLED")
-        raise SwarmlabError(
-            f"the sweep of {name} was interrupted with {len(unfinished)} trial(s) unfinished: continue it "
-            f"with `python -m pipelines.sweep --task {task.key} --resume`"
-        )
+    unfinished = _unfinished(known, exp_dir)
     rows = []
     for result in grid:
         m = result.metrics or {}
         values = space.decode(result.config) if all(d.name in result.config for d in space.dims) else {}
+        trial_id = Path(result.path).name.removeprefix("trial_")
         rows.append(
             {
                 "model": name,
-                "trial": Path(result.path).name.removeprefix("trial_"),
-                "status": "error" if result.error else "ok",
+                "trial": trial_id,
+                "status": "interrupted" if trial_id in unfinished else "error" if result.error else "ok",
                 metric: m.get(metric),
                 "num_params": m.get("num_params"),
                 "best_step": m.get("best_step"),
@@ -262,6 +282,9 @@ def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
             }
         )
     rows = rank(rows, metric, task.mode)
+    if unfinished:  # its rows go to the summaries, marked; it has no best trial and best_params.json is not written
+        parent.finish("KILLED")
+        return {"rows": rows, "best": None, "unfinished": len(unfinished), "parent_run_id": parent.run_id}
     best = next((r for r in rows if r["status"] == "ok" and r[metric] is not None), None)
     if best is None:
         first = next((r for r in rows if r["error"]), None)
@@ -282,7 +305,14 @@ def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
     parent.set_tags({"best_trial_id": best["trial"], "best_run_id": best["mlflow_run_id"] or ""})
     parent.finish()
     train_kw, model_kw = space.split(best["params"])
-    return {"rows": rows, "best": best, "train": train_kw, "model_overrides": model_kw, "parent_run_id": parent.run_id}
+    return {
+        "rows": rows,
+        "best": best,
+        "unfinished": 0,
+        "train": train_kw,
+        "model_overrides": model_kw,
+        "parent_run_id": parent.run_id,
+    }
 
 
 def load_state(out_dir: Path, task_key: str, resume: bool) -> dict:
@@ -316,8 +346,9 @@ def sweep_models(
         ray_dir.mkdir(parents=True, exist_ok=True)
         resources = trial_resources(ray.nodes(), cfg["cpus_per_trial"], cfg["gpus_per_trial"])
         t0 = time.perf_counter()
-        results = {
-            model.model: sweep_model(
+        results = {}
+        for model in spec.models:
+            results[model.model] = sweep_model(
                 model,
                 spaces[model.model],
                 task=task,
@@ -327,8 +358,8 @@ def sweep_models(
                 resources=resources,
                 **kwargs,
             )
-            for model in spec.models
-        }
+            if results[model.model]["unfinished"]:  # Tune swallowed a Ctrl-C: the next models do not start either
+                break
         logger.info(
             f"sweep of {task.key}: {sum(len(r['rows']) for r in results.values())} trials of {len(spec.models)} model(s) "
             f"in {time.perf_counter() - t0:.1f} s (resources per trial: {resources})"
