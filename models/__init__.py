@@ -8,6 +8,6 @@ outputs the same way (in eval mode; for ``lstm_sorted`` when the points are dist
 checks every model so tagged.
 """
 
-from models.registry import create_model, list_models, model_entry, register_model
+from models.registry import config_fields, create_model, list_models, model_entry, register_model
 
-__all__ = ["create_model", "list_models", "model_entry", "register_model"]
+__all__ = ["config_fields", "create_model", "list_models", "model_entry", "register_model"]

@@ -42,11 +42,24 @@ def _entry(name: str) -> ModelEntry:
     return _REGISTRY.get(name)  # an unknown name: swarmlab.registry.UnknownNameError, with the nearest names
 
 
+class _ConfigProbe(Exception):
+    """Raised by ``build_config`` while ``config_fields`` probes a builder: carries the config class, builds nothing."""
+
+    def __init__(self, config_cls: type):
+        super().__init__(config_cls.__name__)
+        self.config_cls = config_cls
+
+
+_probing = False
+
+
 def build_config(config_cls: type, defaults: dict, overrides: dict):
     """``config_cls(**defaults, **overrides)``; an unknown override is a TypeError naming the valid ones.
 
     What every ``@register_model`` function calls: ``Model(build_config(ModelConfig, variant_defaults, overrides))``.
     """
+    if _probing:
+        raise _ConfigProbe(config_cls)
     names = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(overrides) - names)
     if unknown:
@@ -57,6 +70,21 @@ def build_config(config_cls: type, defaults: dict, overrides: dict):
 def create_model(name: str, **overrides) -> nn.Module:
     """Build the registered variant ``name``; ``overrides`` replace fields of its config."""
     return _entry(name).builder(**overrides)
+
+
+def config_fields(name: str) -> list[str]:
+    """The config fields of model ``name`` (what ``create_model(name, **overrides)`` accepts), without building it:
+    its builder is stopped at its ``build_config`` call, so no weights are made and no data is needed."""
+    global _probing
+    builder = _entry(name).builder
+    _probing = True
+    try:
+        builder()
+    except _ConfigProbe as probe:
+        return [f.name for f in dataclasses.fields(probe.config_cls)]
+    finally:
+        _probing = False
+    raise AssertionError(f"model {name!r}: its builder must call build_config (models/registry.py)")
 
 
 def list_models(kind: str | None = None) -> list[str]:

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 from swarmlab.drive.ablation_runs import DEFAULT_STAGES, run_point
-from swarmlab.drive.ablations import grid_points, grid_spec, point_params
+from swarmlab.drive.ablations import check_grid_keys, check_points_differ, grid_points, grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
 from swarmlab.log import get_logger
@@ -52,6 +52,7 @@ def ablate(
     report_root: Path | None = None,
 ) -> dict:
     spec = grid_spec(params, grid)
+    check_grid_keys(params, spec, grid)  # a misspelled key would run every point the same
     points = grid_points(params, grid)
     if only:
         unknown = sorted(set(only) - {p["point"] for p in points})
@@ -60,6 +61,7 @@ def ablate(
         points = [p for p in points if p["point"] in only]
     for point in points:  # every point's params must apply before the first one trains
         point_params(params, spec, point, grid)
+    check_points_differ(params, spec, grid, grid_points(params, grid))
     out_dir = (report_root or REPORTS_DIR) / "ablations" / grid
     root = (out_root or OUTPUTS_DIR / "ablations") / grid
     results_file = out_dir / "results.json"

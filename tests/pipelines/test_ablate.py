@@ -202,15 +202,12 @@ def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path, monkey
 
 @pytest.mark.slow
 def test_a_grid_with_failed_points_exits_non_zero_naming_the_first_reason(tmp_path, monkeypatch):
-    """A misspelled varied key (`num_layrs`) made every point fail in its dry run; the grid used to exit 0 with the
-    reason only in each point's run.log, and the report showed a null ablation."""
-    params = toy_params()
-    params["ablations"]["layers"]["vary"] = {"tasks.toy_counting.model_overrides.num_layrs": [1, 2]}
+    """Every point failing (here: a depth the model refuses) used to exit 0 with the reason only in each point's
+    run.log, and the report showed a null ablation."""
+    params = toy_params(values=(0, -1))  # a real key (a misspelled one is refused before any point runs, below)
     roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
     monkeypatch.setattr("swarmlab.drive.ablation_runs.REPO_ROOT", tmp_path)
-    with pytest.raises(
-        SwarmlabError, match=r"grid layers: 2 of 2 point\(s\) failed, first num_layrs=1: .*num_layrs"
-    ) as info:
+    with pytest.raises(SwarmlabError, match=r"grid layers: 2 of 2 point\(s\) failed, first num_layers=0: ") as info:
         ablate(params, "layers", tracking=False, **roots)
     assert "\n" not in str(info.value)
     results = json.loads((roots["report_root"] / "ablations" / "layers" / "results.json").read_text())
@@ -236,3 +233,94 @@ def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypat
     names = [client.get_run(i).info.run_name for i in ids]
     assert names == ["m-seed0 [layers num_layers=2] | smoke", "m-seed0 [layers num_layers=2] | smoke #2"], names
     assert client.get_run(ids[1]).data.tags["ablation_point"] == "num_layers=2"
+
+
+MISSPELT = [  # (grid, the real key, its misspelling, the fragment of the reason)
+    ("t_local", "tasks.imdb.model_overrides.t_local", "tasks.imdb.model_overrides.t_locl", "model 'swarmformer_small'"),
+    (
+        "swarm_head",
+        "tasks.clustering_mog.model_overrides.swarm.head",
+        "tasks.clustering_mog.model_overrides.swarm.haed",
+        "model 'swarm' has no config field 'haed'",
+    ),
+    (
+        "swarm_head",
+        "tasks.clustering_mog.model_overrides.swarm.head",
+        "tasks.clustering_mog.model_overrides.swarn.head",
+        "'swarn' is none of the models the grid trains",
+    ),
+    ("long_lr_text", "tasks.lra_text.train.lr", "tasks.lra_text.train.lrr", "no training setting 'lrr'"),
+    ("augment", "augment.enabled", "augment.enabld", "params.yaml has no 'augment.enabld'"),
+    ("augment", "augment.enabled", "agument.enabled", "params.yaml has no 'agument'"),
+]
+
+
+@pytest.mark.parametrize("grid, real, misspelt, reason", MISSPELT, ids=[m[2] for m in MISSPELT])
+def test_a_misspelt_varied_key_is_refused_before_any_point_runs(grid, real, misspelt, reason, tmp_path):
+    """A misspelt key (`swarm.haed`, `t_locl`) used to be written into every point's params and ignored: every point
+    trained the same model, and the report showed a null ablation as a result."""
+    params = copy.deepcopy(load_params(profile="smoke"))
+    vary = params["ablations"][grid]["vary"]
+    vary[misspelt] = vary.pop(real)
+    roots = dict(out_root=tmp_path / "outputs", report_root=tmp_path / "reports")
+    with pytest.raises(SwarmlabError) as info:
+        ablate(params, grid, tracking=False, **roots)
+    msg = str(info.value)
+    assert msg.startswith(f"ablations.{grid}.vary: {misspelt!r} names no setting") and "\n" not in msg
+    assert reason in msg and msg.endswith(f"nearest real key: {real}")
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_misspelt_set_key_is_refused_too(tmp_path):
+    params = toy_params()
+    params["ablations"]["layers"]["set"] = {"tasks.toy_counting.train.max_stesp": 10}
+    with pytest.raises(
+        SwarmlabError, match=r"ablations.layers.set: .*nearest real key: tasks.toy_counting.train.max_steps"
+    ):
+        ablate(params, "layers", dry_run=True)
+
+
+def test_a_grid_whose_points_resolve_the_same_is_refused(tmp_path):
+    params = toy_params(values=(2, 2.0))  # two labels, one setting
+    roots = dict(out_root=tmp_path / "outputs", report_root=tmp_path / "reports")
+    with pytest.raises(SwarmlabError, match=r"ablations.layers: its 2 points resolve to the same params"):
+        ablate(params, "layers", tracking=False, **roots)
+    assert not list(tmp_path.iterdir())
+
+
+def test_every_repo_grid_names_real_settings_and_distinct_points():
+    from swarmlab.drive.ablations import check_grid_keys, check_points_differ
+
+    for profile in ("smoke", "cpu", "claims", "paper"):
+        params = load_params(profile=profile)
+        for grid, spec in params["ablations"].items():
+            check_grid_keys(params, spec, grid)
+            check_points_differ(params, spec, grid, grid_points(params, grid))
+
+
+@pytest.mark.slow
+def test_ablate_cli_refuses_a_misspelt_key_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from swarmlab.paths import REPO_ROOT
+
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    vary = raw["defaults"]["ablations"]["t_local"]["vary"]
+    vary["tasks.imdb.model_overrides.t_locl"] = vary.pop("tasks.imdb.model_overrides.t_local")
+    raw["paths"]["datasets"] = str((REPO_ROOT / raw["paths"]["datasets"]).resolve())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.ablate", "--params", str(tmp_path / "params.yaml"), "--grid", "t_local"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "SWARMLAB_WORKDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ablations.t_local.vary: 'tasks.imdb.model_overrides.t_locl' names no setting")
+    assert lines[0].endswith("nearest real key: tasks.imdb.model_overrides.t_local")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
