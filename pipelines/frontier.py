@@ -25,13 +25,18 @@ from swarmlab.drive.frontier import best_per_family, collect_points, frontier_fl
 from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.plots import frontier_plot
-from swarmlab.drive.runs import default_task, make_task, report_dir
+from swarmlab.drive.runs import check_stage_serves, default_task, make_task, report_dir
 from swarmlab.drive.stage_cli import params_from, stage_parser
+
+# paper 003 Figure 2: the families of set models; a task of another kind (models.list_models(kind=...)) has no frontier
+SERVES_KIND = "set"
 
 
 def frontier(params: dict, task_name: str | None = None, *, report_root: Path = REPORTS_DIR) -> dict:
     """Collect the points of a task, mark each family's frontier, write the plot and the tables; returns the table."""
-    task = make_task(params, default_task(params, task_name))
+    key = default_task(params, task_name)
+    check_stage_serves(params, key, "frontier", lambda cls: cls.model_kind == SERVES_KIND, f"{SERVES_KIND}-model")
+    task = make_task(params, key)
     score = f"val_{task.monitor}"
     points = collect_points(params, task, report_root)
     for p, flag in zip(points, frontier_flags(points, score, task.mode)):

@@ -22,12 +22,12 @@ import torch
 
 from swarmlab.drive.stage_cli import params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
-from swarmlab.drive.runs import report_dir
+from swarmlab.drive.runs import check_stage_serves, default_task, report_dir
 from swarmlab.drive.run_config import load_best
 from swarmlab.drive.sections import section, seed
 from swarmlab.drive.spec import resolve
 from swarmlab.engine import resolve_device
-from swarmlab.errors import SwarmlabError, cli
+from swarmlab.errors import cli
 from swarmlab.io import atomic_dir, atomic_write_text
 from tasks.base import Task
 
@@ -42,10 +42,11 @@ def sample(
     train_root: Path = TRAIN_ROOT,
     report_root: Path = REPORTS_DIR,
 ) -> dict:
+    # a task that keeps the contract's default `sample` generates nothing
+    generative = lambda cls: cls.sample is not Task.sample  # noqa: E731
+    check_stage_serves(params, default_task(params, task_key), "sample", generative, "generative")
     spec = resolve(params, "sample", task_key, options=options, tracking=False, schedule=False)
     task = spec.task.build()
-    if type(task).sample is Task.sample:  # the contract's default: the task generates nothing
-        raise SwarmlabError(f"task {task.key!r} ({task.name}) draws no samples: it has no sample@ stage")
     settings = dataclasses.asdict(section(params, "sample"))  # every value checked before a checkpoint is read
     task.check_sample_count(settings["num_samples"])
     devices = {run.name: resolve_device(run.train.device) for run in spec.runs}  # where each run trained

@@ -72,6 +72,23 @@ def task_spec(params: dict, key: str, *, options: dict | None = None, root: Path
     return TaskSpec(key, registered, {**section.options, **(options or {})}, str(root))
 
 
+def check_stage_serves(params: dict, key: str, stage: str, serves, what: str) -> None:
+    """Refuse a stage that only some tasks have (``frontier@`` the set tasks, ``sample@`` the generative ones) for a
+    task it does not serve, in one line naming the task and those it serves. ``serves(task_class) -> bool`` reads
+    the task's registered class (its ``model_kind``, the methods it implements), so a new task of the right kind is
+    served without a list to edit; ``what`` says in words which tasks that is."""
+    sections = params.get("tasks") or {}
+    fits = {k: serves(task_class((v or {}).get("task") or k)) for k, v in sections.items()}
+    if key not in sections:
+        task_spec(params, key)  # an unknown section: its own one line
+    if not fits[key]:
+        served = ", ".join(k for k, ok in fits.items() if ok) or "none in params.yaml"
+        raise SwarmlabError(
+            f"{stage}@{key}: the {stage} stage serves only {what} tasks ({served}), and task {key!r} is not one: "
+            f"run it with --task set to one of them"
+        )
+
+
 def make_task(params: dict, key: str, *, options: dict | None = None, root: Path = WORK_ROOT):
     """The task of section ``tasks.<key>`` with its options (``options`` replace keys of them), built."""
     return task_spec(params, key, options=options, root=root).build()

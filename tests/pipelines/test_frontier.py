@@ -75,3 +75,37 @@ def test_frontier_reads_the_train_stage_and_a_sweep(tmp_path):
 def test_frontier_without_trained_models_is_a_one_line_error(tmp_path):
     with pytest.raises(SwarmlabError, match=r"metrics.json is missing: train the task's models first"):
         frontier(load_params(profile="smoke"), "clustering_direct", report_root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "stage, task, served",
+    [
+        ("frontier", "mnist", "only set-model tasks (clustering_direct, clustering_mog)"),
+        ("frontier", "imdb", "only set-model tasks (clustering_direct, clustering_mog)"),
+        ("sample", "imdb", "only generative tasks (mnist, fashion_mnist)"),
+        ("sample", "clustering_mog", "only generative tasks (mnist, fashion_mnist)"),
+    ],
+)
+def test_a_stage_some_tasks_have_refuses_the_others_naming_those_it_serves(stage, task, served, tmp_path):
+    """`frontier --task mnist` was accepted; the served tasks come from each task's class (its model kind, whether it
+    samples), not from a list of names."""
+    import importlib
+
+    run = getattr(importlib.import_module(f"pipelines.{stage}"), stage)
+    with pytest.raises(SwarmlabError) as info:
+        run(load_params(profile="smoke"), task, report_root=tmp_path)
+    assert str(info.value) == (
+        f"{stage}@{task}: the {stage} stage serves {served}, and task {task!r} is not one: "
+        "run it with --task set to one of them"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_new_task_of_the_served_kind_is_served_without_a_list_to_edit(tmp_path):
+    from swarmlab.drive.runs import check_stage_serves
+
+    params = copy.deepcopy(load_params(profile="smoke"))
+    params["tasks"]["mog_copy"] = copy.deepcopy(params["tasks"]["clustering_mog"]) | {"task": "clustering_mog"}
+    check_stage_serves(params, "mog_copy", "frontier", lambda cls: cls.model_kind == "set", "set-model")
+    with pytest.raises(SwarmlabError, match=r"\(clustering_direct, clustering_mog, mog_copy\), and task 'imdb'"):
+        check_stage_serves(params, "imdb", "frontier", lambda cls: cls.model_kind == "set", "set-model")
