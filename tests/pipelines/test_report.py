@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from swarmlab.drive.params import load_params
 from pipelines.report import write_report
+from swarmlab.errors import SwarmlabError
 from tests.conftest import REPO_ROOT
 
 TASK = "toy_counting"  # registered on every branch; the report must not care which task it is
@@ -122,9 +125,9 @@ def tiny_store(uri: str) -> str:
     return tracker.run_id
 
 
-def run_report(work: Path, uri: str, hashseed: str) -> dict[str, bytes]:
+def report_process(work: Path, uri: str, hashseed: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SWARMLAB_WORKDIR": str(work), "MLFLOW_TRACKING_URI": uri, "PYTHONHASHSEED": hashseed}
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "pipelines.report", "--profile", "smoke"],
         cwd=REPO_ROOT,
         env=env,
@@ -132,6 +135,10 @@ def run_report(work: Path, uri: str, hashseed: str) -> dict[str, bytes]:
         text=True,
         timeout=300,
     )
+
+
+def run_report(work: Path, uri: str, hashseed: str) -> dict[str, bytes]:
+    proc = report_process(work, uri, hashseed)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return snapshot(work / "reports")
 
@@ -172,6 +179,18 @@ def test_the_report_is_byte_identical_when_rerun(tmp_path):
     for name, data in first.items():
         if name.endswith(".png"):
             assert b"Software" not in data and b"matplotlib" not in data.lower(), f"{name} carries metadata"
+    # a store that cannot be read: one line, in seconds, and the report with its links is kept (issue 39)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
+    for bad in (f"http://127.0.0.1:{closed}", f"sqlite:///{tmp_path / 'garbage.db'}"):
+        start = time.monotonic()
+        proc = report_process(work, bad, "1")
+        ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+        assert proc.returncode == 2 and len(ours) == 1 and "--no-mlflow" in ours[0], (bad, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and time.monotonic() - start < 60, bad
+        assert snapshot(work / "reports") == first, f"{bad}: the report was rewritten without its store"
 
 
 def test_missing_inputs_give_a_report_that_says_what_is_missing(tmp_path):
@@ -381,3 +400,64 @@ def test_the_ablations_section_shows_the_claims_profile_grids_with_seeds_pooled(
     assert "report/figures/ablation_claims_t_local.png" in t_local
     cluster = section[section.index("### `cluster_size`") :]
     assert "Not run yet: `bash scripts/claims.sh grid cluster_size`" in cluster.split("###")[1]
+
+
+DAMAGE = {
+    "garbage": lambda path: path.write_text('{"transformer-seed0": {"test_acc'),
+    "not an object": lambda path: path.write_text("[1, 2]\n"),
+    "deleted": lambda path: path.unlink(),
+}
+
+
+@pytest.mark.parametrize("stage", ["train", "evaluate"])
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_metrics_file_stops_summary_and_report_leaving_theirs(tmp_path, stage, damage):
+    """A metrics.json that is garbage or deleted was read as "no results": the report and summary.json silently
+    dropped the task (or summary raised a traceback). Now: one line naming the file and the stage that writes it,
+    and the previous REPORT.md and summary.json stay as they were."""
+    from pipelines.summary import summary
+
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    summary(params, reports)
+    before = snapshot(reports) | {"summary.json": (reports / "summary.json").read_bytes()}
+    path = reports / stage / TASK / "metrics.json"
+    DAMAGE[damage](path)
+    for build in (
+        lambda: write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False),
+        lambda: summary(params, reports),
+    ):
+        with pytest.raises(SwarmlabError) as info:
+            build()
+        msg = str(info.value)
+        assert "\n" not in msg and msg.startswith(str(path))
+        assert f"the {stage} stage writes it" in msg or f"not the {stage} stage's object" in msg
+        assert f"rerun `dvc repro {stage}@{TASK}`" in msg
+    assert snapshot(reports) | {"summary.json": (reports / "summary.json").read_bytes()} == before
+
+
+@pytest.mark.slow
+def test_summary_cli_on_a_garbage_metrics_file_is_one_line_exit_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from swarmlab.paths import REPO_ROOT
+
+    reports = fake_reports(tmp_path)
+    (reports / "evaluate" / TASK / "metrics.json").write_text("garbage")
+    (reports / "summary.json").write_text("{}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.summary", "--profile", "smoke"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "SWARMLAB_WORKDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {reports / 'evaluate' / TASK / 'metrics.json'} is not JSON")
+    assert f"rerun `dvc repro evaluate@{TASK}`" in lines[0]
+    assert (reports / "summary.json").read_text() == "{}\n"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from swarmlab.drive.report.cells import is_number
+from swarmlab.drive.report.results import read_metrics
 
 # registered task name -> (monitored metric, "min" or "max", model kind); raises when the task is not registered
 TaskInfo = Callable[[str], tuple[str, str, str | None]]
@@ -54,7 +55,8 @@ class TaskData:
         except Exception:
             self.registry_note = f"task `{self.registered}` is not registered on this branch"
         train_dir, eval_dir = reports / "train" / key, reports / "evaluate" / key
-        train, evaluate = read_json(train_dir / "metrics.json") or {}, read_json(eval_dir / "metrics.json") or {}
+        train = read_metrics(train_dir / "metrics.json", "train", key)  # garbage or deleted: one line, no report
+        evaluate = read_metrics(eval_dir / "metrics.json", "evaluate", key)
         self.skipped = str(
             evaluate.get("skipped") or train.get("skipped") or ""
         )  # a profile that skips the task says why

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from swarmlab.errors import SwarmlabError
 from swarmlab.drive.report.provenance import Provenance, provenance
 from swarmlab.drive.report.testsplit import ITEMS, read_items
 
@@ -51,12 +52,28 @@ def mean_of(runs: list[RunResult], metric: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _read(path: Path) -> dict:
+def read_metrics(path: Path, stage: str, task: str) -> dict:
+    """A task's ``metrics.json`` written by ``stage`` (``train`` or ``evaluate``): ``{}`` when the stage has not run
+    for the task (no folder), else its object. Garbage (not JSON, not an object) or a file deleted from its stage's
+    folder is a one-line error naming the file and the stage that writes it: read as "no results", it would make a
+    summary or a report that silently drops the task."""
+    path = Path(path)
+    rerun = f"rerun `dvc repro {stage}@{task}` (or python -m pipelines.{stage} --task {task})"
+    if not path.is_file():
+        if path.parent.is_dir():
+            raise SwarmlabError(f"{path} is missing from its folder: the {stage} stage writes it: {rerun}")
+        return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    except UnicodeDecodeError:
+        raise SwarmlabError(f"{path} is not text (not UTF-8 JSON): the {stage} stage writes it: {rerun}") from None
+    except ValueError as exc:
+        raise SwarmlabError(
+            f"{path} is not JSON ({exc.msg}, line {exc.lineno}): the {stage} stage writes it: {rerun}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SwarmlabError(f"{path} holds a JSON {type(data).__name__}, not the {stage} stage's object: {rerun}")
+    return data
 
 
 def _split(key: str, entry: dict, default_seed: int) -> tuple[str, int]:
@@ -69,7 +86,9 @@ def read_task(reports: Path, task: str, default_seed: int = 0) -> list[RunResult
     """Every run of ``task`` that has an evaluate or a train entry, ordered by model then seed."""
     reports = Path(reports)
     ev_dir, tr_dir = reports / "evaluate" / task, reports / "train" / task
-    return runs_from(task, _read(ev_dir / "metrics.json"), _read(tr_dir / "metrics.json"), ev_dir / ITEMS, default_seed)
+    evaluate = read_metrics(ev_dir / "metrics.json", "evaluate", task)
+    train = read_metrics(tr_dir / "metrics.json", "train", task)
+    return runs_from(task, evaluate, train, ev_dir / ITEMS, default_seed)
 
 
 def runs_from(task: str, evaluate: dict, train: dict, items_dir: Path, default_seed: int = 0) -> list[RunResult]:
