@@ -5,8 +5,6 @@ import random
 import numpy as np
 import torch
 
-from swarmlab.settings import MAX_SEED  # noqa: F401 - every seed setting is checked against it
-
 
 def set_seeds(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA) from one integer."""

@@ -35,6 +35,13 @@ class SettingsError(SwarmlabError, ValueError):
 MAX_SEED = 2**32 - 1
 
 
+def models_twice(models: list[str], where: str) -> str | None:
+    """One line naming every model ``models`` (a ``models`` setting or ``--models``) lists more than once, else None:
+    each model trains once per seed."""
+    twice = sorted({m for m in models if models.count(m) > 1})
+    return f"{where} lists {', '.join(twice)} twice: each model trains once per seed" if twice else None
+
+
 def setting(default: Any, *, ge=None, gt=None, le=None, lt=None, choices=None, roles: tuple[str, ...] = ()):
     """A dataclass field with its allowed values. Lists and dicts are copied per instance.
 

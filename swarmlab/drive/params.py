@@ -12,8 +12,9 @@ type (an int is accepted where a float is expected). A key whose default is ``{}
 
 The top-level sections ``train:`` and ``augment:`` override every profile, last: ``dvc exp run -S
 +train.lr=1e-3`` (``+`` adds a key to the empty ``train: {}``) or ``-S augment.enabled=false`` work whatever the
-profile; a top-level ``train`` key also wins over every task's own ``tasks.<k>.train`` value (and per-model ones). Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the
-stages an override changes (a top-level section nobody declared would leave stale results "up to date").
+profile; a top-level ``train`` key also wins over every task's own ``tasks.<k>.train`` value (and per-model
+ones). Only these two: every stage that reads one declares it in dvc.yaml, so DVC reruns exactly the stages an
+override changes (a top-level section nobody declared would leave stale results "up to date").
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.settings import MAX_SEED, SettingsError, check, check_value, parse, setting
+from swarmlab.settings import MAX_SEED, SettingsError, check, check_value, models_twice, parse, setting
 from tasks import list_tasks
 
 
@@ -71,9 +71,8 @@ class TaskSection:
         bad = [s for s in self.seeds if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED]
         if bad:
             raise ValueError(f"seeds must be integers from 0 to {MAX_SEED}, got {bad[0]!r}")
-        if len(set(self.models)) != len(self.models):
-            twice = sorted({m for m in self.models if self.models.count(m) > 1})
-            raise ValueError(f"models lists {', '.join(twice)} twice: each model trains once per seed")
+        if models_twice(self.models, "models"):
+            raise ValueError(models_twice(self.models, "models"))
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds lists a seed twice: {self.seeds}")
 

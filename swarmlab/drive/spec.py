@@ -28,6 +28,7 @@ from typing import Any, Mapping
 from swarmlab.engine import TrainConfig
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import WORK_ROOT
+from swarmlab.settings import models_twice
 from swarmlab.drive.run_config import check_model_kind, evaluate_settings, model_overrides, train_config
 from swarmlab.drive.runs import Run, TaskSpec, default_task, model_names, skip_reason, task_seeds, task_spec
 from swarmlab.drive.schedule.scheduler import ScheduleConfig, schedule_settings
@@ -110,9 +111,8 @@ def resolve(
     skip = skip_reason(params, key)
     context = run_context(params) if tracking else {}
     names = models or ([] if skip else model_names(params, key))
-    twice = sorted({m for m in names if names.count(m) > 1})
-    if twice:
-        raise SwarmlabError(f"--models lists {', '.join(twice)} twice: each model trains once per seed")
+    if models_twice(names, "--models"):
+        raise SwarmlabError(models_twice(names, "--models"))
     kind = task_class(task.name).model_kind
     for model in names:  # an unknown model or one of another kind, before any setting of it is read
         check_model_kind(model, kind, task.name, f"tasks.{key}")
