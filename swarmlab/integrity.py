@@ -8,7 +8,9 @@ the task's own facts, the options the data depends on and, per split, each file'
 * ``check_options``: the options the folder was built with are the options in force now (a ``max_len`` raised in
   params.yaml without a rebuild is refused, not trained on silently);
 * ``verify_files``: each split's files are exactly the recorded ones (a deleted or extra shard is named), with the
-  recorded size and content hash (a truncated, replaced or edited file is named).
+  recorded size and content hash (a truncated, replaced or edited file is named);
+* ``check_disjoint``: no item of the validation or test split is in the training split (``Task.split_items`` names
+  each row's item: its content, or its id where the data comes from a corpus that has ids).
 
 Every refusal is one line naming the file and saying how to rebuild. The hash costs one sequential read of the
 split (SHA-256 runs at about 1-2 GB/s here; docs/reliability.md has the measured cost per training start).
@@ -122,3 +124,25 @@ def fingerprint(meta: dict) -> str | None:
     if not isinstance(files, dict):
         return None
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_disjoint(items: dict[str, dict[Path, list]], item_name: str, hint: str) -> dict[str, int]:
+    """Refuse a training split that holds an item of the ``val`` or ``test`` split: ``items`` gives, per split and
+    file, one hashable key per row naming its item. One line names the training file, the other split's file and
+    one such item (its key when it is text, else its row). Returns the distinct items per split."""
+    item = item_name[:-1] if item_name.endswith("s") else item_name
+    train_files = items.get("train") or {}
+    train = set().union(*(set(keys) for keys in train_files.values()))
+    for split in ("val", "test"):
+        for path, keys in (items.get(split) or {}).items():
+            shared = train.intersection(keys)
+            if not shared:
+                continue
+            holder = next(p for p, k in train_files.items() if shared.intersection(k))
+            texts = all(isinstance(k, str) for k in shared)
+            example = min(shared) if texts else f"row {next(i for i, k in enumerate(keys) if k in shared)}"
+            raise SwarmlabError(
+                f"{holder} holds {len(shared)} {item}(s) of the {split} split ({path}, e.g. {example}): {split} "
+                f"data must never reach training; rebuild the data: {hint}"
+            )
+    return {split: len(set().union(*(set(k) for k in files.values()))) for split, files in items.items()}

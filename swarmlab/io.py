@@ -96,6 +96,21 @@ def read_parquet_checked(path: Path, columns: list[str] | None = None):
         ) from None
 
 
+def parquet_rows(path: Path) -> int:
+    """The rows of a parquet file, from its footer alone, with ``read_parquet_checked``'s one-line errors."""
+    import pyarrow.parquet as pq  # pyarrow: only the parquet helpers need it
+
+    if not Path(path).is_file():
+        raise SwarmlabError(f"{path} is missing: run the stage that writes it first (dvc repro)")
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except Exception as exc:  # ArrowInvalid, OSError, ... for damaged files
+        raise SwarmlabError(
+            f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: "
+            f"delete it and rerun its stage (dvc repro --force <stage>)"
+        ) from None
+
+
 def write_shards(table, folder: Path, split: str, shards: int) -> list[str]:
     """Write ``table`` as ``<split>-NNN.parquet`` (zstd) in ``shards`` near-equal parts; returns the names."""
     import numpy as np  # pyarrow, numpy: only the parquet helpers need them; every stage imports swarmlab.io

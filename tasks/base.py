@@ -38,7 +38,7 @@ import torch.nn as nn
 
 from swarmlab.batches import batch_len, is_endless
 from swarmlab.errors import SwarmlabError
-from swarmlab.integrity import fingerprint, verify_files
+from swarmlab.integrity import check_disjoint, fingerprint, verify_files
 from swarmlab.settings import parse
 
 Outputs = torch.Tensor | tuple | dict  # what a model returns: a tensor, a tuple of tensors or a dict of them
@@ -217,14 +217,43 @@ class Task(abc.ABC):
         """Check the files of ``splits`` against what the data stage recorded in ``meta.json`` (exactly the recorded
         files, each with its size and SHA-256; ``swarmlab.integrity.verify_files``) before they are read; once per
         split and task instance. ``meta`` (the subclass's) has already checked the options. A task that keeps no
-        record (``split_files`` empty) has nothing to check."""
+        record (``split_files`` empty) has nothing to check. Reading ``train`` also runs ``check_disjoint_splits``."""
         if not self.split_files:
             return
+        self._verify_splits(splits)
+        if "train" in splits:  # whoever reads the training split (training, a sweep, the guard) checks it first
+            self.check_disjoint_splits()
+
+    def _verify_splits(self, splits: tuple[str, ...]) -> None:
         done = self.__dict__.setdefault("_verified_splits", set())
         for split in splits:
             if split in self.data_splits and split not in done:
                 verify_files(self.data_dir, self.meta, split, self.split_files.format(split=split), self.rebuild_hint)
                 done.add(split)
+
+    def split_items(self, split: str) -> dict[Path, list] | None:
+        """One hashable key per stored row of ``split``, per file, naming the item the row holds: its content (an
+        image's bytes, an expression's ids), or its id where the data comes from a corpus with ids (a review's, so
+        that IMDB's known duplicate texts across its official splits stay apart and an augmented copy names its
+        review). None: the task stores no such split (a stream drawn per step) or keeps no record. Called on
+        files already checked against their record."""
+        return None
+
+    def check_disjoint_splits(self) -> None:
+        """Refuse a training split sharing an item with the validation or test split (``integrity.check_disjoint``),
+        once per task instance; ``check_data`` runs it whenever the training split is read."""
+        if self.__dict__.get("_disjoint_checked") or "train" not in self.data_splits:
+            return
+        if self.split_files:
+            self._verify_splits(self.data_splits)  # the files read are the recorded ones
+        train = self.split_items("train")
+        if train is not None:
+            items = {"train": train}
+            for split in ("val", "test"):
+                if split in self.data_splits:
+                    items[split] = self.split_items(split) or {}
+            check_disjoint(items, self.item_name, self.rebuild_hint)
+        self._disjoint_checked = True
 
     def data_fingerprint(self) -> str | None:
         """A short hash of the data folder's recorded content (``swarmlab.integrity.fingerprint``): a run records it,

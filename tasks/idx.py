@@ -17,6 +17,7 @@ say so.
 from __future__ import annotations
 
 import gzip as _gzip
+import hashlib
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +71,11 @@ def read_idx(path: str | Path, *, expect_magic: int | None = None) -> np.ndarray
 
     ``expect_magic`` (e.g. :data:`IMAGES_MAGIC`) rejects any other type or number of dimensions.
     """
-    path = Path(path)
-    data = _read_bytes(path)
+    return _parse(Path(path), _read_bytes(Path(path)), expect_magic)
+
+
+def _parse(path: Path, data: bytes, expect_magic: int | None) -> np.ndarray:
+    """``read_idx`` on the (decompressed) bytes ``data`` of ``path``."""
     if len(data) < 4:
         raise IdxError(f"{path}: truncated idx file: {len(data)} bytes, shorter than the 4-byte magic number")
     magic = int.from_bytes(data[:4], "big")
@@ -130,6 +134,8 @@ class IdxSplit:
     approximate: bool  # True for MNIST's rebuilt training images (*.APPROX*): not the official bytes
     images_path: Path
     labels_path: Path
+    images_md5: str = ""  # MD5 of the decompressed file: what the datasets publish (tasks/source_digests.py)
+    labels_md5: str = ""
 
 
 _PREFIX = {"train": "train", "test": "t10k"}
@@ -150,11 +156,13 @@ def load_mnist_like(folder: str | Path, split: str) -> IdxSplit:
     folder = Path(folder)
     images_path = _find(folder, f"{_PREFIX[split]}-images-idx3-ubyte")
     labels_path = _find(folder, f"{_PREFIX[split]}-labels-idx1-ubyte")
-    images = read_idx(images_path, expect_magic=IMAGES_MAGIC)
-    labels = read_idx(labels_path, expect_magic=LABELS_MAGIC)
+    raw_images, raw_labels = _read_bytes(images_path), _read_bytes(labels_path)
+    images = _parse(images_path, raw_images, IMAGES_MAGIC)
+    labels = _parse(labels_path, raw_labels, LABELS_MAGIC)
     if len(images) != len(labels):
         raise IdxError(
             f"{folder}: {images_path.name} holds {len(images)} images but {labels_path.name} {len(labels)} labels"
         )
     approximate = "APPROX" in images_path.name or "APPROX" in labels_path.name
-    return IdxSplit(images, labels, approximate, images_path, labels_path)
+    md5 = lambda raw: hashlib.md5(raw, usedforsecurity=False).hexdigest()  # noqa: E731
+    return IdxSplit(images, labels, approximate, images_path, labels_path, md5(raw_images), md5(raw_labels))

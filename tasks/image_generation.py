@@ -47,6 +47,7 @@ from swarmlab.integrity import FILES_KEY, check_options, read_meta, record_files
 from swarmlab.settings import setting
 from tasks.base import Metrics, Task
 from tasks.idx import load_mnist_like
+from tasks.source_digests import check_source
 from tasks.registry import register_task
 
 N_VALUES = 256  # 8-bit sub-pixels
@@ -292,6 +293,11 @@ class ImageGenerationTask(Task):
                 f"holding {o.dataset}/ with the idx files"
             )
         train, test = load_mnist_like(folder, "train"), load_mnist_like(folder, "test")
+        known = {  # before anything is built: another dataset's (or another role's) files are refused
+            f"{prefix}-{kind}": check_source(o.dataset, f"{prefix}-{kind}", getattr(src, f"{kind}_path"), md5)
+            for prefix, src in (("train", train), ("t10k", test))
+            for kind, md5 in (("images", src.images_md5), ("labels", src.labels_md5))
+        }
         try:
             rows = split_indices(
                 len(train.labels),
@@ -339,6 +345,13 @@ class ImageGenerationTask(Task):
                 "test_images": test.images_path.name,
                 "test_labels": test.labels_path.name,
             },
+            "source_md5": {  # of the decompressed files; known: the digest tasks/source_digests.py knows for it
+                "train_images": train.images_md5,
+                "train_labels": train.labels_md5,
+                "test_images": test.images_md5,
+                "test_labels": test.labels_md5,
+            },
+            "sources_known": all(known.values()),
             "val_size": o.val_size,
             "max_train": o.max_train,
             "max_test": o.max_test,
@@ -354,9 +367,12 @@ class ImageGenerationTask(Task):
             **{f"{s}_rows": n for s, n in meta["rows"].items()},
             "image_size": "x".join(map(str, meta["image_size"])),
             "approximate_train_images": meta["approximate_train_images"],
+            "sources_known": meta["sources_known"],
             "test_values_unseen_in_train": len(unseen),
             "test_pixels_unseen_in_train": round(meta["test_pixels_unseen_in_train"], 5),
         }
+        if not meta["sources_known"]:
+            summary["unknown_sources"] = sorted(role for role, ok in known.items() if not ok)
         if train.approximate:
             summary["note"] = (
                 "the train and val images are MNIST's approximate training images (97.2% of pixels "
@@ -383,6 +399,12 @@ class ImageGenerationTask(Task):
                 f"drop image_size from tasks.{self.key}.model_overrides"
             )
         return data
+
+    def split_items(self, split: str) -> dict[Path, list[bytes]]:
+        """Each row's image, by content (its bytes): MNIST's and Fashion-MNIST's train and test files share none."""
+        path = self.data_dir / f"{split}.npz"
+        images = read_split(self.data_dir, split, hint=f"rebuild the data: {self.rebuild_hint}").images.numpy()
+        return {path: [row.tobytes() for row in images.reshape(len(images), -1)]}
 
     def train_data(self, model_cfg) -> ImageSplit:
         return self._split("train", model_cfg)

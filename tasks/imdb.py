@@ -25,12 +25,6 @@ class ImdbTask(TextClassificationTask):
     def rebuild_hint(self) -> str:
         return "dvc repro tokenize (after prepare and augment)"
 
-    def train_data(self, model_cfg):
-        """The training split, once it is known to hold no validation or test review (``check_disjoint``)."""
-        data = super().train_data(model_cfg)
-        imdb_data.check_disjoint(self.data_dir)
-        return data
-
     def data_steps(self) -> dict[str, Path]:
         """The prepared and the augmented splits beside the task's data folder (the tokenized splits)."""
         return {

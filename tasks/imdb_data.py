@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import FILES_KEY, read_meta, record_files, verify_files
-from swarmlab.io import read_parquet_checked, write_shards
+from swarmlab.io import parquet_rows, read_parquet_checked, write_shards
 from swarmlab.log import get_logger
 from swarmlab.machine import cpu_seconds
 from swarmlab.paths import resolve
@@ -124,23 +124,13 @@ def read_step(in_dir: Path, hint: str) -> dict:
         raise SwarmlabError(f"{in_dir / 'meta.json'} lists no train split: rerun {hint}")
     for split, info in splits.items():
         verify_files(in_dir, meta, split, f"{split}-*.parquet", hint)
-        rows = sum(_rows(in_dir / shard) for shard in info["shards"])
+        rows = sum(parquet_rows(in_dir / shard) for shard in info["shards"])
         if rows != info.get("rows"):
             raise SwarmlabError(
                 f"{in_dir / 'meta.json'} says the {split} split has {info.get('rows')} rows, but its shards hold "
                 f"{rows}: the record was edited or damaged; rebuild it: {hint}"
             )
     return meta
-
-
-def _rows(path: Path) -> int:
-    """The rows of a parquet shard from its footer; a file that is not parquet is one line naming it."""
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except Exception as exc:  # ArrowInvalid, OSError, ... for a damaged file
-        raise SwarmlabError(
-            f"cannot read {path}: {str(exc).splitlines()[0]}; the shard is damaged: rebuild its folder"
-        ) from None
 
 
 def augment(cfg, in_dir: Path, out_dir: Path, *, datasets: Path, seed: int) -> dict:
@@ -239,29 +229,3 @@ def tokenize(cfg, in_dir: Path, out_dir: Path, *, datasets: Path) -> dict:
         **{f"{k}_rows": v["rows"] for k, v in meta["splits"].items()},
         **{f"{k}_at_max_length": v["at_max_length"] for k, v in meta["splits"].items()},
     }
-
-
-# ------------------------------------------------------------------------------------------------- no test in train
-
-
-def check_disjoint(folder: Path, hint: str = "dvc repro prepare") -> dict[str, int]:
-    """Refuse a training split that holds a validation or test review: every training row's review (its ``uid`` up
-    to ``#``: an augmented copy names its review) must be in no other split. Reads only the ``uid`` columns of the
-    tokenized shards (IMDB's full splits: ~0.1 s). Returns the reviews per split."""
-    folder = Path(folder)
-    reviews = {}
-    for split in ("train", "val", "test"):
-        shards = sorted(folder.glob(f"{split}-*.parquet"))
-        uids = [pq.read_table(s, columns=["uid"]).column("uid").to_pylist() for s in shards]
-        reviews[split] = {shard: {u.split("#", 1)[0] for u in part} for shard, part in zip(shards, uids)}
-    train = set().union(*reviews["train"].values()) if reviews["train"] else set()
-    for split in ("val", "test"):
-        for shard, held in reviews[split].items():
-            shared = train & held
-            if shared:
-                in_train = next(s for s, r in reviews["train"].items() if r & shared)
-                raise SwarmlabError(
-                    f"{in_train} holds {len(shared)} review(s) of the {split} split ({shard}, e.g. "
-                    f"{min(shared)}): {split} data must never reach training; rebuild the data: {hint}"
-                )
-    return {split: sum(len(r) for r in parts.values()) for split, parts in reviews.items()}

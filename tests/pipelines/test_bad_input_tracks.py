@@ -882,6 +882,31 @@ CASES = [
 CASES = [c if c[0] != "another task's val.parquet, re-recorded" else (*c[:6], _mog_val_as_direct, c[7]) for c in CASES]
 
 
+def leak(task: str, src: str, dst: str):
+    """The test split's file copied over a training file, and meta.json re-recorded to match: only the check that no
+    item of the test split is in the training split stands between it and training (issue 39)."""
+
+    def damage(root):
+        folder = root / "data" / task
+        shutil.copyfile(folder / src, folder / dst)
+        rerecord(folder, "train")
+
+    return damage
+
+
+CASES += [  # (the IMDB track's own leak cases are in test_bad_input.py and tests/tasks/test_imdb_data.py)
+    (f"{task} test over train, re-recorded", "train", task, None, (), (f"data/{task}/{dst}", f"data/{task}/meta.json"),
+     leak(task, src, dst), fragment)
+    for task, src, dst, fragment in (
+        ("mnist", "test.npz", "train.npz", "train.npz holds 16 image(s) of the test split"),
+        ("fashion_mnist", "test.npz", "train.npz", "train.npz holds 16 image(s) of the test split"),
+        ("clustering_direct", "test.parquet", "train.parquet", "train.parquet holds 6 task(s) of the test split"),
+        ("listops", "test-000.parquet", "train-000.parquet", "expression(s) of the test split"),
+        ("lra_text", "test-000.parquet", "train-000.parquet", "review(s) of the test split"),
+    )
+]  # fmt: skip
+
+
 def backup(root: Path, targets) -> dict:
     saved = {}
     for rel in targets:
@@ -1002,10 +1027,31 @@ DVC_CASES = [  # (id, stage, params mutation, fragment): a representative subset
         "data_seed must be >= 0",
     ),
     ("sample num_threads -1", "sample@mnist", setp("sample.num_threads", -1), "sample.num_threads must be >= 0"),
+    # the stages without a run folder of their own (issue 39): persist outputs, swapped in by the stage on success
+    ("max_train -5", "prepare", setp("prepare.max_train", -5), "max_train"),
+    ("seq_len 1", "tokenize", setp("tokenize.seq_len", 1), "seq_len"),
+    ("augment enabled flase", "augment", setp("augment.enabled", "flase"), "augment.enabled"),
+    ("tokens [0]", "memory_scaling", setp("memory_scaling.tokens", [0]), "memory_scaling.tokens"),
 ]
+ENV_CASES = [  # (id, stage, environment, fragment): a refused environment, outputs kept (with --force too)
+    ("progress maybe", "memory_scaling", {"SWARMLAB_PROGRESS": "maybe"}, "SWARMLAB_PROGRESS"),
+    ("garbage store", "paper_baselines", {"MLFLOW_TRACKING_URI": "nosuchscheme://x"}, "MLFLOW_TRACKING_URI"),
+]
+TINY_DATA = {  # IMDB's three data steps and memory_scaling, tiny, for the cases above
+    "prepare": {"max_train": 40, "max_test": 20},
+    "augment": {"workers": 1},
+    "tokenize": {"seq_len": 32},
+    "memory_scaling": {
+        "models": ["swarmformer_small cluster_size=2"],
+        "tokens": [64, 128],
+        "fit_min_tokens": 64,
+        "warmup_tokens": 0,
+        "timeout_s": 60.0,
+    },
+}
 
 
-def dvc(repo: Path, *args, timeout=300):
+def dvc(repo: Path, *args, timeout=300, env=None):
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -1013,6 +1059,7 @@ def dvc(repo: Path, *args, timeout=300):
         "DVC_NO_ANALYTICS": "1",
         "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlruns.db'}",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(env or {}),
     }
     env.pop("SWARMLAB_WORKDIR", None)
     env.pop("SWARMLAB_DATASETS", None)
@@ -1024,7 +1071,8 @@ def dvc(repo: Path, *args, timeout=300):
 @pytest.fixture(scope="module")
 def dvc_repo(tmp_path_factory):
     """A copy of the project (code, dvc.yaml, a tiny params.yaml) as a DVC repository without git, with
-    derive@clustering_direct, train@clustering_direct, data@mnist, train@mnist and sample@mnist reproduced."""
+    derive@clustering_direct, train@clustering_direct, data@mnist, train@mnist, sample@mnist, IMDB's prepare, augment
+    and tokenize, memory_scaling and paper_baselines reproduced."""
     repo = tmp_path_factory.mktemp("dvcrepo")
     for name in ("pipelines", "tasks", "models", "swarmlab", "benchmarks", "dvc.yaml"):
         src = REPO_ROOT / name
@@ -1038,10 +1086,11 @@ def dvc_repo(tmp_path_factory):
         raw["profiles"]["t"]["tasks"][key]["options"]["data_dir"] = f"data/{key}"
     raw["profiles"]["t"]["tasks"]["lra_text"]["options"]["source_dir"] = "data/prepared"
     raw["train"], raw["augment"] = {}, {"enabled": True}
+    raw["profiles"]["t"].update(copy.deepcopy(TINY_DATA))
     (repo / "params.yaml").write_text(yaml.safe_dump(raw))
     init = dvc(repo, "init", "--no-scm")
     assert init.returncode == 0, init.stderr
-    for stage in ("train@clustering_direct", "sample@mnist"):
+    for stage in ("train@clustering_direct", "sample@mnist", "tokenize", "memory_scaling", "paper_baselines"):
         proc = dvc(repo, "repro", stage)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return repo, raw
@@ -1062,3 +1111,85 @@ def test_bad_input_through_dvc_repro_keeps_the_outputs(dvc_repo, case, stage, mu
     assert proc.returncode != 0, (case, proc.stdout[-2000:])
     assert len(ours) == 1 and fragment in ours[0] and "Traceback" not in proc.stderr, (case, proc.stderr[-3000:])
     assert snapshot(repo) == before, f"{case}: dvc repro lost or changed an output"
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["repro", "repro --force"])
+@pytest.mark.parametrize(("case", "stage", "env", "fragment"), ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_refused_environment_through_dvc_keeps_the_outputs(dvc_repo, case, stage, env, fragment, force):
+    """A stage refusing its environment (which DVC does not track) under `dvc repro --force`: DVC starts the stage
+    without deleting its persist outputs, and the stage refuses before it writes."""
+    repo, _ = dvc_repo
+    before = snapshot(repo)
+    assert any(k.startswith(f"reports/{stage}/") for k in before), sorted(before)[:20]
+    proc = dvc(repo, "repro", "--single-item", *(["--force"] if force else []), stage, env=env)
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    if not force:  # nothing DVC tracks changed: the stage is up to date and does not run
+        assert proc.returncode == 0 and not ours, (case, proc.stderr[-2000:])
+    else:
+        assert proc.returncode != 0, (case, proc.stdout[-2000:])
+        assert len(ours) == 1 and fragment in ours[0] and "Traceback" not in proc.stderr, (case, proc.stderr[-3000:])
+    assert snapshot(repo) == before, f"{case}: dvc repro lost or changed an output"
+
+
+@pytest.mark.parametrize("pipeline", ["dvc.yaml", "sweeps/dvc.yaml", "claims/dvc.yaml"])
+def test_every_stage_output_persists(pipeline):
+    """Every output of every stage is `persist: true` (DVC deletes the others before the stage can refuse its input)."""
+    from tests.e2e.test_dvc_truth import expand
+
+    stages = expand(REPO_ROOT / pipeline)
+    missing = []
+    for name, stage in stages.items():
+        for section in ("outs", "metrics", "plots"):
+            for entry in stage.get(section, []):
+                path, opts = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+                if not (opts or {}).get("persist"):
+                    missing.append(f"{name}: {path}")
+    assert stages and not missing, missing
+
+
+# (id, `dvc exp run -S` overrides, target, fragment of our one line; None: DVC itself refuses). Each override reaches
+# the target stage alone: a change under profiles.t would rerun every stage upstream too (each declares the profile's
+# section), and those would rightly rewrite their outputs.
+EXP_CASES = [
+    ("vocab missing", ["defaults.tokenize.vocab=bert_vocab/none.txt"], "tokenize", "none.txt"),
+    ("augment enabled flase", ["augment.enabled=flase"], "augment", "augment.enabled"),
+    ("batch_size 0", ["defaults.memory_scaling.batch_size=0"], "memory_scaling", "batch_size"),
+    ("no such profile", ["profile=smok"], "tokenize", None),
+]
+
+
+@pytest.fixture(scope="module")
+def exp_repo(dvc_repo, tmp_path_factory):
+    """``dvc_repo`` as a git repository (DVC experiments live in git): code and params committed, outputs ignored."""
+    repo, _ = dvc_repo
+    exp = tmp_path_factory.mktemp("exprepo") / "repo"
+    shutil.copytree(repo, exp, symlinks=True)
+    config = exp / ".dvc" / "config"
+    config.write_text("\n".join(ln for ln in config.read_text().splitlines() if "no_scm" not in ln) + "\n")
+    (exp / ".gitignore").write_text("data/\noutputs/\nreports/\nmlruns.db*\nmlartifacts/\n__pycache__/\n")
+    (exp / ".dvc" / ".gitignore").write_text("/config.local\n/tmp\n/cache\n")
+    git = lambda *a: subprocess.run(["git", *a], cwd=exp, capture_output=True, text=True, check=True)  # noqa: E731
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "tiny project")
+    status = dvc(exp, "status", "tokenize", "memory_scaling", "augment")
+    assert status.returncode == 0 and "changed" not in status.stdout, status.stdout + status.stderr
+    return exp
+
+
+@pytest.mark.parametrize(("case", "overrides", "target", "fragment"), EXP_CASES, ids=[c[0] for c in EXP_CASES])
+def test_bad_input_through_dvc_exp_run_keeps_the_outputs(exp_repo, case, overrides, target, fragment):
+    """`dvc exp run -S ...` (README: experiments) with a setting the stage refuses: non-zero, one line, every output
+    byte-identical (DVC applies the overrides to params.yaml, then reproduces the target like `dvc repro`)."""
+    before = snapshot(exp_repo)
+    assert any(k.startswith("data/tokenized/") for k in before)
+    good_params = (exp_repo / "params.yaml").read_bytes()
+    try:
+        proc = dvc(exp_repo, "exp", "run", *(a for o in overrides for a in ("-S", o)), target)
+    finally:
+        (exp_repo / "params.yaml").write_bytes(good_params)
+    assert proc.returncode != 0, (case, proc.stdout[-2000:], proc.stderr[-2000:])
+    if fragment is not None:
+        ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+        assert len(ours) == 1 and fragment in ours[0] and "Traceback" not in proc.stderr, (case, proc.stderr[-3000:])
+    assert snapshot(exp_repo) == before, f"{case}: dvc exp run lost or changed an output"

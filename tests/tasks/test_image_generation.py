@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import models
 from swarmlab.drive.params import load_params
+from tests.conftest import SHARED_DATASETS
 from swarmlab.errors import SwarmlabError
 from swarmlab.plots import tile
 from tasks.idx import write_idx
@@ -119,6 +120,7 @@ def test_data_stage_on_a_generated_idx_folder(tmp_path, monkeypatch, key, approx
     out = tmp_path / "data" / key
     assert summary["train_rows"] == 32 and summary["val_rows"] == 8 and summary["test_rows"] == 20
     assert summary["approximate_train_images"] is approximate and ("note" in summary) is approximate
+    assert summary["sources_known"] is False and len(summary["unknown_sources"]) == 4  # generated: not the known files
     assert json.loads((tmp_path / "reports" / "data" / key / "metrics.json").read_text()) == summary
     meta = json.loads((out / "meta.json").read_text())
     assert (
@@ -170,6 +172,34 @@ def test_data_stage_errors_are_one_line(tmp_path, monkeypatch):
     with pytest.raises(SwarmlabError, match=r"t10k-labels-idx1-ubyte.gz: damaged or truncated gzip"):
         build(image_params(tmp_path, val_size=2), "mnist", report_root=tmp_path / "reports")
     assert not (tmp_path / "data" / "mnist").exists()  # nothing half-written
+
+
+def test_raw_sources_are_checked_against_their_known_digests(tmp_path, monkeypatch):
+    """Fashion-MNIST's files in MNIST's folder (or a test file named as a training file) are refused before anything
+    is built; the shared files are the known ones (issue 39)."""
+    from pipelines.data import build
+
+    shared = SHARED_DATASETS / "fashion_mnist"
+    if not shared.is_dir():
+        pytest.fail(f"{shared} is missing: the tests read the shared datasets (datasets/README.md)")
+    monkeypatch.setenv("SWARMLAB_DATASETS", str(tmp_path / "datasets"))
+    fake = tmp_path / "datasets" / "mnist"
+    fake.mkdir(parents=True)
+    for f in shared.glob("*-ubyte.gz"):
+        (fake / f.name).symlink_to(f)
+    with pytest.raises(SwarmlabError, match=r"train-images-idx3-ubyte.gz is fashion_mnist's train-images file"):
+        build(image_params(tmp_path, val_size=8, max_train=16, max_test=8), "mnist", report_root=tmp_path / "r")
+    assert not (tmp_path / "data" / "mnist").exists() and not (tmp_path / "r").exists()
+    for kind in ("images-idx3", "labels-idx1"):  # the test split named as the training split: another role's bytes
+        (fake / f"train-{kind}-ubyte.gz").unlink()
+        (fake / f"train-{kind}-ubyte.gz").symlink_to(shared / f"t10k-{kind}-ubyte.gz")
+    with pytest.raises(SwarmlabError, match=r"is fashion_mnist's t10k-images file .*not mnist's train-images"):
+        build(image_params(tmp_path, val_size=8, max_train=16, max_test=8), "mnist", report_root=tmp_path / "r")
+    monkeypatch.setenv("SWARMLAB_DATASETS", str(SHARED_DATASETS))
+    params = image_params(tmp_path, "fashion_mnist", val_size=8, max_train=16, max_test=8)
+    params["paths"] = {"datasets": str(SHARED_DATASETS)}
+    summary = build(params, "fashion_mnist", report_root=tmp_path / "r")
+    assert summary["sources_known"] is True and "unknown_sources" not in summary
 
 
 def test_options_are_checked():

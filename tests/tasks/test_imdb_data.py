@@ -202,9 +202,10 @@ def test_every_step_records_its_shards_and_training_checks_them(tiny_params, tin
 def test_a_training_split_holding_test_or_val_reviews_is_refused(tiny_params, tiny_tokenized):
     import shutil
 
-    from tasks.imdb_data import check_disjoint
+    from swarmlab.integrity import check_disjoint
+    from tasks.text_classification import shard_uids
 
-    counts = check_disjoint(tiny_tokenized)
+    counts = check_disjoint({s: shard_uids(tiny_tokenized, s) for s in ("train", "val", "test")}, "reviews", "")
     assert counts == {"train": 32, "val": 8, "test": 40}
     shutil.copyfile(tiny_tokenized / "test-000.parquet", tiny_tokenized / "train-001.parquet")
     _record_as_rebuilt(tiny_tokenized)  # even with a record that matches the swapped shard
@@ -216,7 +217,7 @@ def test_a_training_split_holding_test_or_val_reviews_is_refused(tiny_params, ti
     shutil.copyfile(tiny_tokenized / "val-000.parquet", tiny_tokenized / "train-001.parquet")
     _record_as_rebuilt(tiny_tokenized)
     with pytest.raises(SwarmlabError, match=r"review\(s\) of the val split"):
-        check_disjoint(tiny_tokenized)
+        _imdb(tiny_params).train_data(None)
 
 
 def test_a_step_refuses_an_edited_or_damaged_folder_before_it(tiny_params, tmp_path):
