@@ -22,7 +22,8 @@ class Heartbeat:
         if now - self.last < self.every_s:
             return
         self.last = now
+        of = f" of {self.total:,}" if self.total else ""  # 0: no known total (a run bounded by time alone)
         logger.info(
-            f"{self.label}: {done:,} of {self.total:,}{' ' + self.unit if self.unit else ''}"
+            f"{self.label}: {done:,}{of}{' ' + self.unit if self.unit else ''}"
             f"{f' ({extra})' if extra else ''}, {now - self.start:.0f} s"
         )

@@ -371,6 +371,18 @@ def open_client(uri: str | None = None):
         return MlflowClient(tracking_uri=uri)
 
 
+def with_source(tags: dict) -> dict:
+    """``tags`` with MLflow's own source tags beside ours, so that its Source and Version columns are filled:
+    ``mlflow.source.git.commit`` from ``git_commit``, ``mlflow.source.name`` (the stage's module) from ``stage``."""
+    out = dict(tags)
+    if tags.get("git_commit") not in (None, "", "unknown"):
+        out["mlflow.source.git.commit"] = tags["git_commit"]
+    if tags.get("stage"):
+        out.setdefault("mlflow.source.name", f"pipelines/{str(tags['stage']).split('-')[0]}.py")  # sweep-trial: sweep
+        out.setdefault("mlflow.source.type", "LOCAL")
+    return out
+
+
 def _tolerant(method):
     """A tracker method that, once the store has failed, does nothing, and whose own store failure turns the tracker
     off (``MlflowTracker.lose``) instead of failing the run."""
@@ -427,7 +439,7 @@ class MlflowTracker:
         if run_id:
             self.client.update_run(run_id, status="RUNNING")
         else:
-            all_tags = {k: str(v) for k, v in (tags or {}).items()}  # a REST store refuses non-string values
+            all_tags = {k: str(v) for k, v in with_source(tags or {}).items()}  # a REST store wants strings
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
             if run_name:
@@ -488,7 +500,7 @@ class MlflowTracker:
 
     @_tolerant
     def set_tags(self, tags: dict) -> None:
-        for k, v in tags.items():
+        for k, v in with_source(tags).items():
             self.client.set_tag(self.run_id, k, str(v))
 
     @_tolerant

@@ -27,12 +27,14 @@ from swarmlab.engine.evaluation import evaluate
 from swarmlab.engine.optim import lr_multiplier, make_optimizer
 from swarmlab.engine.plan import check_plan, epoch_plan, planned_steps
 from swarmlab.engine.state import Loop, Progress, TrainState
+from swarmlab.heartbeat import Heartbeat
 from swarmlab.log import get_logger
 from swarmlab.progress import progress
 from swarmlab.seeds import set_seeds
 from swarmlab.tracking import NullTracker
 
 logger = get_logger(__name__)
+HEARTBEAT_S = 30.0  # at most this long without a line during training, when no progress bar is shown
 
 
 @dataclass
@@ -178,7 +180,14 @@ class _Fit:
         )
         self.plan, self.loss_sum = None, torch.zeros((), device=device)
         self.meter, self.rows = self.task.new_metrics(), 0
-        self.bar = progress(total=planned_steps(cfg, steps_per_epoch), initial=self.p.step, desc=f"{self.desc}train")
+        planned = planned_steps(cfg, steps_per_epoch)
+        self.bar = progress(total=planned, initial=self.p.step, desc=f"{self.desc}train")
+        # where the bar is off (a log: DVC, CI, a Ray worker) a line every HEARTBEAT_S between the evaluations' lines
+        self.beat = (
+            Heartbeat(f"{self.desc}train", planned or 0, "steps", every_s=HEARTBEAT_S).beat
+            if self.bar.disable
+            else None
+        )
         model.train()
         self.loop.t0 = time.perf_counter()
 
@@ -211,6 +220,8 @@ class _Fit:
         self.rows += batch_len(batch)
         p.step += 1
         self.bar.update(1)
+        if self.beat is not None:
+            self.beat(p.step)  # reads the clock only: no device sync
         if not self.bar.disable and p.step % 10 == 0:
             self.bar.set_postfix(loss=f"{loss.item():.4f}")
 

@@ -215,6 +215,11 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert len(steps) == 2 and steps[1] == 2 * steps[0] == training["steps"]
     assert run.data.params["model.d_model"] == "128" and run.data.params["profile"] == "smoke"
     assert run.data.tags["git_commit"] != "unknown" and run.data.tags["num_params"] == "4302850"
+    # MLflow's own Source and Version columns (#38); an evaluation's settings are params, not one-value charts
+    assert run.data.tags["mlflow.source.git.commit"] == run.data.tags["git_commit"]
+    assert run.data.tags["mlflow.source.name"] == "pipelines/train.py"
+    assert not {"seed", "num_params", "test_rows", "batch_size", "batches"} & set(run.data.metrics)
+    assert run.data.params["evaluate.batches"] and run.data.params["evaluate.test_rows"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {
         "training_curve.png",

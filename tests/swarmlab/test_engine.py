@@ -5,6 +5,7 @@ import csv
 import itertools
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -415,3 +416,26 @@ def test_the_optimizer_leaves_what_a_module_names_in_no_weight_decay_undecayed()
         optimizer.param_groups[0]["weight_decay"] == CFG["weight_decay"]
         and optimizer.param_groups[1]["weight_decay"] == 0.0
     )
+
+
+def test_training_without_a_bar_prints_a_heartbeat(tmp_path, monkeypatch, capsys):
+    """Under DVC or CI (no TTY, no bar) training says where it is at least every HEARTBEAT_S seconds (#38: a smoke
+    run was silent for 6 minutes); with the interval at 0 every step prints, and the run is the same run."""
+    monkeypatch.setenv("SWARMLAB_PROGRESS", "0")
+    monkeypatch.setattr(engine_loop, "HEARTBEAT_S", 0.0)
+    cfg = TrainConfig(**{**CFG, "max_epochs": 1})
+    beating = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(32, 1), cfg, tmp_path / "a")
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("train: ")]
+    steps = [re.fullmatch(r"train: (\d+) of 4 steps, \d+ s", ln) for ln in lines]
+    assert all(steps) and [int(m.group(1)) for m in steps] == [1, 2, 3, 4], lines
+    monkeypatch.setattr(engine_loop, "HEARTBEAT_S", 3600.0)
+    quiet = fit(tiny_model(), IMDB, synthetic(64, 0), synthetic(32, 1), cfg, tmp_path / "b")
+    assert not [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("train: ")]
+    assert beating.history == [
+        {
+            **r,
+            "train_time_s": beating.history[i]["train_time_s"],
+            "train_samples_per_s": beating.history[i]["train_samples_per_s"],
+        }
+        for i, r in enumerate(quiet.history)
+    ]

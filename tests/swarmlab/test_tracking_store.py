@@ -59,3 +59,18 @@ def test_sqlite_uris_parse_to_their_file_and_workers_get_an_absolute_one(tmp_pat
     assert absolute_tracking_uri() == "sqlite:////abs/m.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert absolute_tracking_uri() == "http://127.0.0.1:5000"
+
+
+def test_runs_carry_mlflows_own_source_tags(tmp_path):
+    """MLflow's Source and Version columns read mlflow.source.*: set from our own git_commit and stage tags (#38)."""
+    from mlflow.tracking import MlflowClient
+
+    from swarmlab.tracking import MlflowTracker
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    tracker = MlflowTracker("toy", "m-seed0", uri=uri, tags={"git_commit": "abc123", "stage": "sweep-trial"})
+    tracker.set_tags({"git_commit": "def456"})
+    tags = MlflowClient(uri).get_run(tracker.run_id).data.tags
+    assert tags["mlflow.source.git.commit"] == "def456" and tags["mlflow.source.name"] == "pipelines/sweep.py"
+    untracked = MlflowTracker("toy", "m-seed1", uri=uri, tags={"git_commit": "unknown"})
+    assert "mlflow.source.git.commit" not in MlflowClient(uri).get_run(untracked.run_id).data.tags

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 TRAIN_ROOT = OUTPUTS_DIR / "train"
 
 
+# the numbers of an evaluation that are its settings or its model's size, not measurements
+EVALUATE_CONSTANTS = ("seed", "num_params", "test_rows", "batch_size", "batches")
+
+
 def evaluate_one(
     task,
     run: RunSpec,
@@ -94,9 +98,10 @@ def evaluate_one(
                 **context,
             },
         )
-        tracker.log_metrics(
-            {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        )
+        numbers = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        # what the evaluation was run with is a param (MLflow's charts would draw each as a bar of one value)
+        tracker.log_params({"evaluate": {k: numbers.pop(k) for k in EVALUATE_CONSTANTS if k in numbers}})
+        tracker.log_metrics(numbers)
         tracker.set_tags(
             {"git_commit": result["git_commit"], "num_params": result["num_params"], "device": str(device)}
         )
