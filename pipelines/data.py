@@ -2,7 +2,8 @@
 
 The task writes into an empty temporary sibling of its data folder (``Task.build_data``); the folder is swapped in
 only when it succeeds, so a failed or killed run leaves the previous data as it was. Writes ``<data folder>`` and
-``reports/data/<task>/metrics.json`` (the task's summary).
+``reports/data/<task>/metrics.json`` (the task's summary). The folder training reads also gets ``items.json``: the
+digests of its validation and test items, recorded in its ``meta.json``, against which training checks its rows.
 
 A task whose data is built in steps (``Task.data_steps``; IMDB: prepare, augment, tokenize) runs one step per call
 with ``--step`` (each a cached DVC stage: ``dvc repro tokenize``), or every step in order without it. A step's
@@ -15,6 +16,7 @@ settings are the params section of its name, checked for every step before any f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir, atomic_write_text
@@ -59,6 +61,8 @@ def build(
                 summary = task.build_data(tmp, datasets=datasets_dir(params), seed=seed)
             else:
                 summary = task.build_data(tmp, datasets=datasets_dir(params), seed=seed, step=s, settings=settings[s])
+            if out == task.data_dir:  # the folder training reads: its val and test items, for the leak check
+                record_items(task, tmp)
         folder = report_dir("data", task.key, report_root) / (s or "")
         atomic_write_text(folder / "metrics.json", json.dumps(summary, indent=2) + "\n")
         print(
@@ -68,6 +72,17 @@ def build(
             flush=True,
         )
     return summary
+
+
+def record_items(task, folder: Path) -> None:
+    """``items.json`` (``Task.record_items``: the digests of the validation and test items) in the folder just built,
+    and its hash in the folder's ``meta.json``: training then checks its rows against it without the test files."""
+    record = task.record_items(folder)
+    if record is not None:
+        meta_path = folder / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["items"] = record
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
 
 @cli

@@ -10,7 +10,9 @@ the task's own facts, the options the data depends on and, per split, each file'
 * ``verify_files``: each split's files are exactly the recorded ones (a deleted or extra shard is named), with the
   recorded size and content hash (a truncated, replaced or edited file is named);
 * ``check_disjoint``: no item of the validation or test split is in the training split (``Task.split_items`` names
-  each row's item: its content, or its id where the data comes from a corpus that has ids).
+  each row's item: its content, or its id where the data comes from a corpus that has ids); the data stage records
+  the digests of the validation and test items (``write_items``: ``items.json``, hashed in ``meta.json``), so that
+  training compares with the record and never opens the test files (``read_items``).
 
 Every refusal is one line naming the file and saying how to rebuild. The hash costs one sequential read of the
 split (SHA-256 runs at about 1-2 GB/s here; docs/reliability.md has the measured cost per training start).
@@ -126,23 +128,54 @@ def fingerprint(meta: dict) -> str | None:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def check_disjoint(items: dict[str, dict[Path, list]], item_name: str, hint: str) -> dict[str, int]:
-    """Refuse a training split that holds an item of the ``val`` or ``test`` split: ``items`` gives, per split and
-    file, one hashable key per row naming its item. One line names the training file, the other split's file and
-    one such item (its key when it is text, else its row). Returns the distinct items per split."""
+ITEMS_FILE = "items.json"  # {split: sorted digests of its rows' items}, for val and test: what training compares with
+
+
+def item_digest(key) -> str:
+    """A short digest of one row's item key (its id, or its content's bytes)."""
+    data = key.encode() if isinstance(key, str) else bytes(key)
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def write_items(folder: Path, items: dict[str, dict[Path, list]]) -> dict:
+    """Record the digests of each split's items in ``folder/items.json``; returns what ``meta.json`` keeps of it (the
+    file's SHA-256, so that an edited record is refused like an edited shard)."""
+    record = {
+        split: sorted({item_digest(k) for keys in files.values() for k in keys}) for split, files in items.items()
+    }
+    path = Path(folder) / ITEMS_FILE
+    path.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    return {"file": ITEMS_FILE, "sha256": file_sha256(path), "splits": {s: len(d) for s, d in record.items()}}
+
+
+def read_items(folder: Path, meta: dict, hint: str) -> dict[str, set[str]] | None:
+    """The recorded digests per split (``write_items``), checked against ``meta.json``; None when none are recorded."""
+    recorded = meta.get("items")
+    if not recorded:
+        return None
+    path = Path(folder) / ITEMS_FILE
+    if not path.is_file():
+        raise SwarmlabError(f"{path} is missing (meta.json records it): restore it or rebuild the data: {hint}")
+    if file_sha256(path) != recorded.get("sha256"):
+        raise SwarmlabError(f"{path} does not match the content hash meta.json records: rebuild the data: {hint}")
+    return {split: set(digests) for split, digests in json.loads(path.read_text()).items()}
+
+
+def check_disjoint(train: dict[Path, list], others: dict[str, tuple[set[str], str]], item_name: str, hint: str) -> None:
+    """Refuse a training split that holds an item of another split: ``train`` gives, per training file, one key per
+    row naming its item; ``others`` gives, per split, the digests of its items and where they come from (a file, or
+    the record ``items.json``). One line names the training file, the other split's source and one such item (its key
+    when it is text, else its row)."""
     item = item_name[:-1] if item_name.endswith("s") else item_name
-    train_files = items.get("train") or {}
-    train = set().union(*(set(keys) for keys in train_files.values()))
-    for split in ("val", "test"):
-        for path, keys in (items.get(split) or {}).items():
-            shared = train.intersection(keys)
-            if not shared:
+    for split, (digests, source) in others.items():
+        for path, keys in train.items():
+            rows = [i for i, k in enumerate(keys) if item_digest(k) in digests]
+            if not rows:
                 continue
-            holder = next(p for p, k in train_files.items() if shared.intersection(k))
+            shared = {keys[i] for i in rows}
             texts = all(isinstance(k, str) for k in shared)
-            example = min(shared) if texts else f"row {next(i for i, k in enumerate(keys) if k in shared)}"
+            example = min(shared) if texts else f"row {rows[0]}"
             raise SwarmlabError(
-                f"{holder} holds {len(shared)} {item}(s) of the {split} split ({path}, e.g. {example}): {split} "
+                f"{path} holds {len(shared)} {item}(s) of the {split} split ({source}, e.g. {example}): {split} "
                 f"data must never reach training; rebuild the data: {hint}"
             )
-    return {split: len(set().union(*(set(k) for k in files.values()))) for split, files in items.items()}

@@ -38,7 +38,15 @@ import torch.nn as nn
 
 from swarmlab.batches import batch_len, is_endless
 from swarmlab.errors import SwarmlabError
-from swarmlab.integrity import check_disjoint, fingerprint, verify_files
+from swarmlab.integrity import (
+    ITEMS_FILE,
+    check_disjoint,
+    fingerprint,
+    item_digest,
+    read_items,
+    verify_files,
+    write_items,
+)
 from swarmlab.settings import parse
 
 Outputs = torch.Tensor | tuple | dict  # what a model returns: a tensor, a tuple of tensors or a dict of them
@@ -231,28 +239,47 @@ class Task(abc.ABC):
                 verify_files(self.data_dir, self.meta, split, self.split_files.format(split=split), self.rebuild_hint)
                 done.add(split)
 
-    def split_items(self, split: str) -> dict[Path, list] | None:
-        """One hashable key per stored row of ``split``, per file, naming the item the row holds: its content (an
-        image's bytes, an expression's ids), or its id where the data comes from a corpus with ids (a review's, so
-        that IMDB's known duplicate texts across its official splits stay apart and an augmented copy names its
-        review). None: the task stores no such split (a stream drawn per step) or keeps no record. Called on
-        files already checked against their record."""
+    def split_items(self, split: str, folder: Path | None = None) -> dict[Path, list] | None:
+        """One hashable key per stored row of ``split`` (in the data folder, or ``folder``), per file, naming the item
+        the row holds: its content (an image's bytes, an expression's ids), or its id where the data comes from a
+        corpus with ids (a review's, so that IMDB's known duplicate texts across its official splits stay apart and an
+        augmented copy names its review). None: the task stores no such split (a stream drawn per step) or keeps no
+        record. Called on files already checked against their record."""
         return None
+
+    def record_items(self, folder: Path) -> dict | None:
+        """Record the digests of the validation and test items in ``folder/items.json`` (the data stage calls it on
+        the folder it built); returns what ``meta.json`` keeps of it, or None for a task without stored items. With
+        the record, training compares its rows with it and never opens the test split's files."""
+        splits = [s for s in ("val", "test") if s in self.data_splits]
+        items = {s: self.split_items(s, folder) for s in splits}
+        if "train" not in self.data_splits or not items or any(v is None for v in items.values()):
+            return None
+        return write_items(folder, items)
 
     def check_disjoint_splits(self) -> None:
         """Refuse a training split sharing an item with the validation or test split (``integrity.check_disjoint``),
-        once per task instance; ``check_data`` runs it whenever the training split is read."""
+        once per task instance; ``check_data`` runs it whenever the training split is read. The other splits' items
+        come from the record the data stage wrote (``items.json``: a sweep never needs the test split's files), else,
+        for a folder built without one, from their files."""
         if self.__dict__.get("_disjoint_checked") or "train" not in self.data_splits:
             return
-        if self.split_files:
-            self._verify_splits(self.data_splits)  # the files read are the recorded ones
         train = self.split_items("train")
         if train is not None:
-            items = {"train": train}
+            others = {}
+            recorded = read_items(self.data_dir, self.meta, self.rebuild_hint) if self.split_files else None
             for split in ("val", "test"):
-                if split in self.data_splits:
-                    items[split] = self.split_items(split) or {}
-            check_disjoint(items, self.item_name, self.rebuild_hint)
+                if split not in self.data_splits:
+                    continue
+                if recorded is not None:
+                    others[split] = (recorded.get(split, set()), f"recorded in {self.data_dir / ITEMS_FILE}")
+                    continue
+                if self.split_files:
+                    self._verify_splits((split,))  # the files read are the recorded ones
+                files = self.split_items(split) or {}
+                digests = {item_digest(k) for keys in files.values() for k in keys}
+                others[split] = (digests, ", ".join(str(p) for p in files) or "no files")
+            check_disjoint(train, others, self.item_name, self.rebuild_hint)
         self._disjoint_checked = True
 
     def data_fingerprint(self) -> str | None:

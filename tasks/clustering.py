@@ -462,9 +462,9 @@ class ClusteringDirectTask(_SetTask):
     def train_data(self, model_cfg) -> DirectSplit:
         return self._load("train", lambda tasks: DirectSplit(tasks, self.options.slots))
 
-    def split_items(self, split: str) -> dict[Path, list[bytes]]:
+    def split_items(self, split: str, folder: Path | None = None) -> dict[Path, list[bytes]]:
         """Each row's task, by content (its points' bytes): train and val come from one seed, test from another."""
-        path = self.data_dir / f"{split}.parquet"
+        path = Path(folder or self.data_dir) / f"{split}.parquet"
         return {path: [np.ascontiguousarray(t.points).tobytes() for t in read_set_tasks(path)]}
 
     def eval_data(self, split: str, model_cfg) -> DirectSplit:

@@ -400,10 +400,11 @@ class ImageGenerationTask(Task):
             )
         return data
 
-    def split_items(self, split: str) -> dict[Path, list[bytes]]:
+    def split_items(self, split: str, folder: Path | None = None) -> dict[Path, list[bytes]]:
         """Each row's image, by content (its bytes): MNIST's and Fashion-MNIST's train and test files share none."""
-        path = self.data_dir / f"{split}.npz"
-        images = read_split(self.data_dir, split, hint=f"rebuild the data: {self.rebuild_hint}").images.numpy()
+        folder = Path(folder or self.data_dir)
+        path = folder / f"{split}.npz"
+        images = read_split(folder, split, hint=f"rebuild the data: {self.rebuild_hint}").images.numpy()
         return {path: [row.tobytes() for row in images.reshape(len(images), -1)]}
 
     def train_data(self, model_cfg) -> ImageSplit:

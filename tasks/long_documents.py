@@ -479,10 +479,10 @@ class ListOpsTask(LongDocumentTask):
             "vocab": list(LISTOPS_VOCAB),
         }
 
-    def split_items(self, split: str) -> dict[Path, list[bytes]]:
+    def split_items(self, split: str, folder: Path | None = None) -> dict[Path, list[bytes]]:
         """Each row's expression, by content (its ids): generated, so its ``uid`` (``train/17``) names no item."""
         out = {}
-        for shard in sorted(self.data_dir.glob(f"{split}-*.parquet")):
+        for shard in sorted(Path(folder or self.data_dir).glob(f"{split}-*.parquet")):
             column = read_parquet_checked(shard, ["input_ids"]).column("input_ids").combine_chunks()
             offsets, values = column.offsets.to_numpy(), column.values.to_numpy()
             out[shard] = [values[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])]

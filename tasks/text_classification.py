@@ -73,10 +73,10 @@ class TextClassificationTask(Task):
     def train_data(self, model_cfg) -> TokenizedTextDataset:
         return self.load_split("train", getattr(model_cfg, "seq_len", None))
 
-    def split_items(self, split: str) -> dict[Path, list]:
+    def split_items(self, split: str, folder: Path | None = None) -> dict[Path, list]:
         """Each row's review: its ``uid`` up to ``#`` (an augmented copy names its review), read from the ``uid``
         columns alone (IMDB's full splits: ~0.26 s on 2 cores)."""
-        return shard_uids(self.data_dir, split)
+        return shard_uids(folder or self.data_dir, split)
 
     def eval_data(self, split: str, model_cfg) -> TokenizedTextDataset:
         return self.load_split(split, getattr(model_cfg, "seq_len", None))

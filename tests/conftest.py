@@ -186,7 +186,11 @@ def imdb_step(params: dict, step: str, out_dir: Path, in_dir: Path | None = None
     elif step == "augment":
         imdb_data.augment(cfg, in_dir, out_dir, datasets=datasets, seed=params["seed"])
     else:
+        from pipelines.data import record_items
+        from tasks import get_task
+
         imdb_data.tokenize(cfg, in_dir, out_dir, datasets=datasets)
+        record_items(get_task("imdb"), out_dir)  # as the data stage does for the folder training reads
     return json.loads((out_dir / "meta.json").read_text())
 
 

@@ -73,6 +73,8 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     assert len(parents) == 1 and len(children) == 3
     parent = parents[0]
     assert parent.info.status == "FINISHED"
+    sweep_id = parent.data.tags["sweep_id"]
+    assert parent.info.run_name == f"sweep-swarmformer_small | smoke | sweep {sweep_id}", parent.info.run_name
     assert parent.data.metrics["best_val_accuracy"] == entry["best_val_accuracy"]
     assert float(parent.data.params["lr"]) == pytest.approx(entry["params"]["lr"])
     assert parent.data.tags["best_trial_id"] == entry["trial_id"]

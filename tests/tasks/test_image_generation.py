@@ -321,7 +321,9 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
 def test_sample_stage_refuses_a_task_that_generates_nothing(tmp_path):
     from pipelines.sample import sample
 
-    with pytest.raises(SwarmlabError, match="task 'imdb' .* draws no samples"):
+    with pytest.raises(
+        SwarmlabError, match=r"sample@imdb: the sample stage serves only generative tasks \(mnist, fashion_mnist\)"
+    ):
         sample(load_params(profile="smoke"), "imdb", report_root=tmp_path)
 
 

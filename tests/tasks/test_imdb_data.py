@@ -202,21 +202,27 @@ def test_every_step_records_its_shards_and_training_checks_them(tiny_params, tin
 def test_a_training_split_holding_test_or_val_reviews_is_refused(tiny_params, tiny_tokenized):
     import shutil
 
-    from swarmlab.integrity import check_disjoint
-    from tasks.text_classification import shard_uids
-
-    counts = check_disjoint({s: shard_uids(tiny_tokenized, s) for s in ("train", "val", "test")}, "reviews", "")
-    assert counts == {"train": 32, "val": 8, "test": 40}
+    meta = json.loads((tiny_tokenized / "meta.json").read_text())
+    assert meta["items"]["splits"] == {"val": 8, "test": 40}  # the reviews of val and test, recorded by digest
+    _imdb(tiny_params).train_data(None)
     shutil.copyfile(tiny_tokenized / "test-000.parquet", tiny_tokenized / "train-001.parquet")
     _record_as_rebuilt(tiny_tokenized)  # even with a record that matches the swapped shard
     with pytest.raises(
         SwarmlabError,
-        match=r"train-001.parquet holds 20 review\(s\) of the test split \(.*test-000.parquet, e.g. test/",
+        match=r"train-001.parquet holds 20 review\(s\) of the test split \(recorded in .*items.json, e.g. test/",
     ):
         _imdb(tiny_params).train_data(None)
     shutil.copyfile(tiny_tokenized / "val-000.parquet", tiny_tokenized / "train-001.parquet")
     _record_as_rebuilt(tiny_tokenized)
     with pytest.raises(SwarmlabError, match=r"review\(s\) of the val split"):
+        _imdb(tiny_params).train_data(None)
+    (tiny_tokenized / "items.json").unlink()  # the record gone: refused, not skipped
+    with pytest.raises(SwarmlabError, match=r"items.json is missing \(meta.json records it\)"):
+        _imdb(tiny_params).train_data(None)
+    meta = json.loads((tiny_tokenized / "meta.json").read_text())
+    del meta["items"]  # a folder built without a record: the val and test files are read instead
+    (tiny_tokenized / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SwarmlabError, match=r"train-001.parquet holds \d+ review\(s\) of the val split \(.*val-000"):
         _imdb(tiny_params).train_data(None)
 
 

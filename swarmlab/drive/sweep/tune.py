@@ -123,7 +123,8 @@ def sweep_model(
 
 
 def _parent_run(name, space, task, profile, state, entry, settings, uri):
-    """The model's MLflow parent run ``sweep-<model>`` (its settings and space logged once; continued on resume)."""
+    """The model's MLflow parent run ``sweep-<model> | <profile> | sweep <id>`` (its settings and space logged once;
+    continued on resume): the name says which sweep of which profile, like a training run's."""
     from swarmlab.tracking import MlflowTracker, NullTracker
 
     if uri is None:
@@ -131,7 +132,7 @@ def _parent_run(name, space, task, profile, state, entry, settings, uri):
     # the driver creates the experiment (artifact location beside the store) before any trial
     parent = MlflowTracker(
         f"{task.key}-sweep",
-        f"sweep-{name}",
+        f"sweep-{name} | {profile} | sweep {state['sweep_id']}",
         run_id=entry.get("parent_run_id"),
         uri=uri,
         tags={
