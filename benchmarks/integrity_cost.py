@@ -1,11 +1,12 @@
-"""What the data-integrity check costs per training start: ``Task.check_data(("train", "val"))`` (meta.json, the
-recorded options, every file's size and SHA-256) against loading the same splits, per task of a profile whose data
-folders exist.
+"""What the data checks cost per training start: ``Task.check_data(("train", "val"))`` (meta.json, the recorded
+options, every file's size and SHA-256, and the check that no validation or test item is in the training split)
+against loading the same splits, per task of a profile whose data folders exist.
 
     SWARMLAB_WORKDIR=/tmp/cpu python benchmarks/integrity_cost.py --profile cpu [--repeats 5]
 
-Prints a markdown table: bytes hashed, the check's median seconds (warm page cache), the load's median seconds, and
-the check as a share of the load.
+Prints a markdown table: bytes hashed, the hash check's median seconds (warm page cache), the leak check's
+(``Task.check_disjoint_splits`` on splits already hashed: the training rows' items against the record of the
+validation and test items), the load's, and both checks as a share of the load.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from swarmlab.drive.params import load_params
 from swarmlab.drive.runs import make_task, model_names
 from swarmlab.drive.run_config import build_model, model_overrides
 
-TASKS = ("clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
+TASKS = ("imdb", "clustering_direct", "clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops")
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -36,8 +37,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     params = load_params(None, args.profile)
-    print("| task | files | MB hashed | check (s) | load train+val (s) | check / load |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| task | files | MB hashed | hash check (s) | leak check (s) | load train+val (s) | checks / load |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for key in TASKS:
         probe = make_task(params, key)
         if not (probe.data_dir / "meta.json").is_file():
@@ -48,7 +49,12 @@ def main() -> None:
         size = sum(info["bytes"] for s in splits for info in record[s].values())
 
         def check():
-            make_task(params, key).check_data(("train", "val"))  # a fresh task: meta.json read and checked again
+            make_task(params, key)._verify_splits(("train", "val"))  # a fresh task: meta.json read and checked again
+
+        def leak():
+            task = make_task(params, key)
+            task._verified_splits = {"train", "val", "test"}  # the hashes are the column before
+            task.check_disjoint_splits()
 
         name = model_names(params, key)[0]
         cfg = build_model(name, probe, model_overrides(params, key, name)).cfg
@@ -56,11 +62,14 @@ def main() -> None:
         def load():
             task = make_task(params, key)
             task.check_data = lambda splits=(): None  # the load alone
+            task._disjoint_checked = True
             task.train_data(cfg)
             task.eval_data("val", cfg)
 
-        c, l_ = median_seconds(check, args.repeats), median_seconds(load, args.repeats)
-        print(f"| {key} | {files} | {size / 2**20:.1f} | {c:.3f} | {l_:.3f} | {c / l_:.0%} |", flush=True)
+        c, k, l_ = (median_seconds(f, args.repeats) for f in (check, leak, load))
+        print(
+            f"| {key} | {files} | {size / 2**20:.1f} | {c:.3f} | {k:.3f} | {l_:.3f} | {(c + k) / l_:.0%} |", flush=True
+        )
 
 
 if __name__ == "__main__":
