@@ -94,7 +94,17 @@ def ablate(
         if point["point"] in done:
             logger.info(f"[{grid}/{point['point']}] done before (--resume): skipped")
             continue
-        entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
+        try:
+            entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
+        except KeyboardInterrupt:  # Ctrl-C: done means done, so the point is marked and the grid is not a result
+            results["points"] = [
+                {**point, "status": "interrupted"} if e["point"] == point["point"] else e for e in results["points"]
+            ]
+            atomic_write_text(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
+            raise SwarmlabError(
+                f"grid {grid} was interrupted at point {point['point']}: {results_file} marks it `interrupted` and "
+                f"the points after it `not run`; continue with `python -m pipelines.ablate --grid {grid} --resume`"
+            ) from None
         results["points"] = [entry if e["point"] == point["point"] else e for e in results["points"]]
         if entry["status"] == "ok":
             history_src = root / point["point"] / "reports" / "train" / spec["task"] / "history"

@@ -214,6 +214,27 @@ def test_a_grid_with_failed_points_exits_non_zero_naming_the_first_reason(tmp_pa
     assert [p["status"] for p in results["points"]] == ["failed", "failed"]
 
 
+def test_an_interrupted_grid_exits_2_and_marks_the_point_it_cut(tmp_path, monkeypatch):
+    """Ctrl-C during a point (KeyboardInterrupt in the driver, as the terminal delivers it to the process group): one
+    line, and results.json says which point was cut and which never ran, so the grid is not read as a result."""
+    params = toy_params(values=(1, 2, 3))
+    roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    calls = []
+
+    def run_point(params, spec, point, grid, **kw):
+        calls.append(point["point"])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {**point, "status": "ok", "wall_s": 0.0, "workspace": str(tmp_path)}
+
+    monkeypatch.setattr("pipelines.ablate.run_point", run_point)
+    with pytest.raises(SwarmlabError, match=r"grid layers was interrupted at point num_layers=2: .*--resume") as info:
+        ablate(params, "layers", tracking=False, **roots)
+    assert "\n" not in str(info.value)
+    results = json.loads((roots["report_root"] / "ablations" / "layers" / "results.json").read_text())
+    assert [p["status"] for p in results["points"]] == ["ok", "interrupted", "not run"]
+
+
 def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypatch):
     """The same point run twice (a rerun of the grid) gives two distinct MLflow names; tagging again (--resume)
     keeps the name it has."""
