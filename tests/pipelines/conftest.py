@@ -220,6 +220,7 @@ class LoopbackCluster:
     env: dict
     head_node: str
     worker_node: str
+    worker: subprocess.Popen | None = None  # the worker node's `ray start --block`: a test may kill the whole node
 
 
 @contextlib.contextmanager
@@ -289,7 +290,7 @@ def start_loopback_cluster(*, head_cpus: int, worker_cpus: int):
             worker_node = next(n["NodeID"] for n in nodes if n["NodeID"] != head_node)
         finally:
             ray.shutdown()
-        yield LoopbackCluster(address, env, head_node, worker_node)
+        yield LoopbackCluster(address, env, head_node, worker_node, worker)
     finally:
         _stop(worker)
         _stop(head)

@@ -156,3 +156,54 @@ def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_pat
             _weights(tmp_path / "ray", "transformer-seed0").values(),
         )
     )
+
+
+def test_a_node_killed_mid_run_loses_no_run(tmp_path, capsys):
+    """The whole worker node (its `ray start`, raylet and workers: one process group) killed while a run trains on it:
+    Ray reschedules the run on the head, which continues from the run's last checkpoint; every run ends where the
+    same runs end one after another in this process (issue 39). A cluster of its own: the node does not come back."""
+    from pipelines.train import train
+
+    params = toy_params(max_steps=400, eval_every=40)
+    kw = dict(report_root=tmp_path / "rep", tracking=False)
+    reference = train(params, "toy_counting", out_root=tmp_path / "ref", parallel=1, **kw)
+    task_dir = tmp_path / "ray" / "toy_counting"
+    with start_loopback_cluster(head_cpus=1, worker_cpus=1) as cluster:
+        killed = {}
+
+        def kill_the_worker_node_mid_run() -> None:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                for log in task_dir.glob(".*.log"):
+                    history = task_dir / (log.name.removesuffix(".log") + ".run") / "history.csv"
+                    on_worker = f"(node {cluster.worker_node[:8]}" in log.read_text()
+                    if on_worker and history.is_file() and len(history.read_text().splitlines()) >= 3:
+                        os.killpg(cluster.worker.pid, signal.SIGKILL)  # the node's every process
+                        killed["run"] = log.name.removeprefix(".").removesuffix(".log")
+                        return
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=kill_the_worker_node_mid_run)
+        watcher.start()
+        try:
+            fanned = train(
+                params,
+                "toy_counting",
+                out_root=tmp_path / "ray",
+                parallel=2,
+                address=cluster.address,
+                report_root=tmp_path / "rep2",
+                tracking=False,
+            )
+        finally:
+            watcher.join()
+    assert killed, "no run trained on the worker node long enough to be killed there"
+    log = (task_dir / killed["run"] / "log.txt").read_text()
+    assert log.count(": pid ") == 2 and "resuming after step" in log, log[-2000:]  # again, from its checkpoint
+    assert f"(node {cluster.head_node[:8]}" in log  # the second attempt ran on the head
+    assert strip(fanned) == strip(reference) and len(fanned) == len(reference)
+    for run in reference:
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(_weights(tmp_path / "ref", run).values(), _weights(tmp_path / "ray", run).values())
+        ), run
