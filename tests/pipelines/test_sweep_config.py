@@ -128,15 +128,55 @@ def test_every_set_model_gets_a_valid_clustering_space_in_every_profile(profile,
     assert space.model_keys <= cfg_fields and space.train_keys <= TRAIN_FIELDS
 
 
+# What an image task's data folder would tell a model (no data is built here); a long-document task's facts come
+# from its class and options (its vocabulary, its max_len).
+IMAGE_FACTS = {"image_size": (1, 28, 28), "num_classes": 10}
+
+
+def test_every_task_of_the_pipeline_has_a_sweep_stage():
+    """Issue 37: every task that `dvc repro` trains can be tuned the same way (`sweep@<task>` in sweeps/dvc.yaml)."""
+    from tests.conftest import REPO_ROOT
+    from tests.e2e.test_dvc_truth import expand
+
+    trained = {n.split("@")[1] for n in expand(REPO_ROOT / "dvc.yaml") if n.startswith("train@")}
+    swept = {n.split("@")[1] for n in expand(REPO_ROOT / "sweeps" / "dvc.yaml") if n.startswith("sweep@")}
+    assert trained == swept and len(trained) == 7
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("key", ["clustering_mog", "mnist", "fashion_mnist", "lra_text", "listops"])
+def test_every_model_of_every_task_gets_a_space_whose_lr_spans_two_decades(profile, key, monkeypatch):
+    """Each model a task trains resolves a space on it (its family's entry, or the task's `default`), and the
+    learning rate is searched over at least a factor of 100, so that a model that did not learn in a trial is not
+    declared untrainable (issue 37)."""
+    from swarmlab.drive.runs import make_task
+
+    params = load_params(profile=profile)
+    task = make_task(params, key)
+    if key in ("mnist", "fashion_mnist"):
+        monkeypatch.setattr(task, "model_kwargs", lambda: dict(IMAGE_FACTS))
+    if key in ("lra_text", "listops"):
+        length = task.options.max_len
+        facts = {"vocab_size": task.vocab_size, "num_classes": task.num_classes, "seq_len": length}
+        monkeypatch.setattr(task, "model_kwargs", lambda: facts)
+        monkeypatch.setattr(task, "max_seq_len", lambda: length)
+    for model in params["tasks"][key]["models"]:
+        space = sweep_space(params, model, task)
+        assert space.source.startswith(f"sweep.spaces.{key}."), (model, space.source)
+        lr = next(d for d in space.dims if d.name == "lr")
+        assert lr.kind == "loguniform" and lr.high / lr.low >= 100 - 1e-9, (model, lr)
+
+
 def test_clustering_direct_spaces_are_the_seeds_table_1():
     spaces = load_params(profile="paper")["sweep"]["spaces"]["clustering_direct"]
-    assert spaces["swarm"] == {
+    architecture = lambda entry: {k: v for k, v in entry.items() if k != "lr"}  # noqa: E731 - the lr is ours (#37)
+    assert architecture(spaces["swarm"]) == {
         "dim_hidden": [16, 32, 48, 64, 96, 128, 192],
         "n_iter": [2, 5, 10, 20],
         "num_layers": [1, 2],
     }
     assert spaces["set_transformer_isab"]["num_inds"] == [10, 20, 40, 60, 80]
-    assert spaces["lstm*"] == {"dim_hidden": [16, 32, 64, 128], "num_layers": [1, 2, 3]}
+    assert architecture(spaces["lstm*"]) == {"dim_hidden": [16, 32, 64, 128], "num_layers": [1, 2, 3]}
 
 
 def test_a_task_sweeps_its_own_models_when_sweep_models_name_another_tracks():
