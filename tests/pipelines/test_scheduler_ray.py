@@ -164,7 +164,7 @@ def test_a_node_killed_mid_run_loses_no_run(tmp_path, capsys):
     same runs end one after another in this process (issue 39). A cluster of its own: the node does not come back."""
     from pipelines.train import train
 
-    params = toy_params(max_steps=400, eval_every=40)
+    params = toy_params(max_steps=2000, eval_every=40)  # ~10 s a run: the kill lands mid-run, not after it
     kw = dict(report_root=tmp_path / "rep", tracking=False)
     reference = train(params, "toy_counting", out_root=tmp_path / "ref", parallel=1, **kw)
     task_dir = tmp_path / "ray" / "toy_counting"
