@@ -105,7 +105,7 @@ def _refuse(where: str, dotted: str, parts: list[str], depth: int, known, what: 
     raise SwarmlabError(f"{where}: {dotted!r} names no setting ({what}){hint}")
 
 
-def _model_setting_fields(params: dict, section: str, task_key: str) -> dict:
+def _model_setting_fields(section: str) -> dict:
     """The names a task's ``train`` or ``model_overrides`` entry may take, per model: TrainConfig's engine fields, or
     each model's config fields (read from its builder, nothing built)."""
     if section == "train":
@@ -146,7 +146,7 @@ def _check_key(params: dict, spec: dict, where: str, dotted: str) -> None:
                     _refuse(where, dotted, parts, 3, known, f"task {task_key!r} has no option {parts[3]!r}")
                 return
         elif len(parts) in (4, 5):
-            fields = _model_setting_fields(params, section, task_key)
+            fields = _model_setting_fields(section)
             what = "training setting" if section == "train" else "config field"
             grid_models = spec.get("models") or (tasks[task_key] or {}).get("models") or []
             if len(parts) == 5:  # a per-model mapping: <model or glob>.<field>
