@@ -108,6 +108,27 @@ def test_a_task_fans_out_over_two_nodes_with_the_results_of_the_sequential_stage
     )
 
 
+def fan_out_while(params: dict, cluster, tmp_path: Path, watch) -> dict:
+    """The task's runs over ``cluster`` (2 at a time, into tmp_path/ray) while ``watch`` runs in a thread beside them
+    (a fault to inject); returns the stage's metrics."""
+    from pipelines.train import train
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        return train(
+            params,
+            "toy_counting",
+            out_root=tmp_path / "ray",
+            parallel=2,
+            address=cluster.address,
+            report_root=tmp_path / "rep2",
+            tracking=False,
+        )
+    finally:
+        watcher.join()
+
+
 def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_path, capsys):
     from pipelines.train import train
 
@@ -130,20 +151,7 @@ def test_a_worker_killed_mid_run_is_retried_from_its_checkpoint(cluster, tmp_pat
                 return
             time.sleep(0.01)
 
-    watcher = threading.Thread(target=kill_when_two_evaluations_are_done)
-    watcher.start()
-    try:
-        fanned = train(
-            params,
-            "toy_counting",
-            out_root=tmp_path / "ray",
-            parallel=2,
-            address=cluster.address,
-            report_root=tmp_path / "rep2",
-            tracking=False,
-        )
-    finally:
-        watcher.join()
+    fanned = fan_out_while(params, cluster, tmp_path, kill_when_two_evaluations_are_done)
     assert killed and killed["evaluations"] < 10, "the run ended before its worker could be killed"
     log = (task_dir / "transformer-seed0" / "log.txt").read_text()
     assert log.count(": pid ") == 2 and "resuming after step" in log  # a second attempt, from the checkpoint
@@ -183,20 +191,7 @@ def test_a_node_killed_mid_run_loses_no_run(tmp_path, capsys):
                         return
                 time.sleep(0.01)
 
-        watcher = threading.Thread(target=kill_the_worker_node_mid_run)
-        watcher.start()
-        try:
-            fanned = train(
-                params,
-                "toy_counting",
-                out_root=tmp_path / "ray",
-                parallel=2,
-                address=cluster.address,
-                report_root=tmp_path / "rep2",
-                tracking=False,
-            )
-        finally:
-            watcher.join()
+        fanned = fan_out_while(params, cluster, tmp_path, kill_the_worker_node_mid_run)
     assert killed, "no run trained on the worker node long enough to be killed there"
     log = (task_dir / killed["run"] / "log.txt").read_text()
     assert log.count(": pid ") == 2 and "resuming after step" in log, log[-2000:]  # again, from its checkpoint
