@@ -9,7 +9,8 @@ model and seed) and ``reports/evaluate/<task>/plots/``; logs to the run's MLflow
 test split is checked against, and recorded in, ``reports/evaluate/<task>/test_reads.json``; once the evaluation has
 succeeded it is appended to the repository's log of test reads, ``reports/test_reads.jsonl``
 (swarmlab/drive/report/testsplit.py; an ablation point's lines name its grid and point, ``$SWARMLAB_ABLATION_GRID`` and
-``$SWARMLAB_ABLATION_POINT``).
+``$SWARMLAB_ABLATION_POINT``). A read the record refuses (the same run under other training settings) needs ``--retest``,
+except inside ``dvc exp run``, where it is exploratory: logged with the experiment's name, and it decides no claim.
 
 The runs go through the same scheduler as training (swarmlab/drive/schedule/scheduler.py: in this process, or fanned out
 over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
@@ -33,6 +34,7 @@ from swarmlab.paths import REPORTS_DIR, git_commit
 from swarmlab.drive.report.testsplit import (
     append_reads,
     check_reads,
+    experiment,
     load_reads,
     log_line,
     read_entry,
@@ -102,7 +104,9 @@ def evaluate(
         )
         for r in runs
     ]
-    reads = check_reads(folder, entries, retest=retest)  # a second look at a test split is refused unless named
+    # a second look at a test split is refused unless named, or exploratory inside `dvc exp run` (decides no claim)
+    reads = check_reads(folder, entries, retest=retest, experiment=experiment())
+    exploratory = {r["run"]: r["experiment"] for r in reads[len(load_reads(folder)) :] if r.get("experiment")}
     train_root = Path(train_root).resolve()
     with scheduler, atomic_dir(folder) as tmp:  # all of it, or the previous reports
         jobs = [
@@ -135,6 +139,7 @@ def evaluate(
                 result=read_result(results.get(r.name)),
                 train_commit=train_commit(train_dir(task.key, r.name, train_root)),
                 **{k: v for k, v in ablation.items() if v},
+                **({"experiment": exploratory[r.name]} if r.name in exploratory else {}),
             )
             for r, entry in zip(runs, entries)
         ]

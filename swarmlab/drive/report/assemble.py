@@ -25,7 +25,14 @@ from swarmlab.drive.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.drive.report.cells import fmt, prov_text, rel
 from swarmlab.drive.report.claims import load_claims
 from swarmlab.drive.report.inputs import TaskData, TaskInfo, read_json
-from swarmlab.drive.report.ledger import Ledger, annotate_reads, apply_fdr, decide_across, plan_seeds
+from swarmlab.drive.report.ledger import (
+    Ledger,
+    annotate_reads,
+    apply_fdr,
+    decide_across,
+    plan_seeds,
+    set_aside_exploratory,
+)
 from swarmlab.drive.report.mlflow_index import MlflowIndex
 from swarmlab.drive.report.presentation import BENCHMARKS, PROTOCOL, TASKS
 from swarmlab.drive.report.protocols import freeze
@@ -231,7 +238,8 @@ class Report:
             )
         )
         log = load_log()  # every test read (reports/test_reads.jsonl)
-        rows = annotate_reads(plan_seeds(apply_fdr([decide_across(c, self.ledgers) for c in self.claims])), log)
+        decided = set_aside_exploratory([decide_across(c, self.ledgers) for c in self.claims], log)
+        rows = annotate_reads(plan_seeds(apply_fdr(decided)), log)
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
         # each claim's protocol is frozen the first time a read decides it; a later change needs an amendment
         frozen = freeze(

@@ -855,6 +855,46 @@ def _undecided(row: Row, why: str, *, found: bool) -> Row:
     )
 
 
+def deciding_read(log: list[dict], r: RunResult) -> tuple[int, int | None, dict | None]:
+    """For one run's numbers: how many times its test split was read (reproductions not counted), and which read made
+    them (its number and its line: the read at the run's evaluation commit with its result), or None, None."""
+    lines = [line for line in reads_for(log, task=r.task, model=r.model) if line.get("seed") == r.seed]
+    want, commit = headline(read_result(r.test)), (r.provenance.commit or "")[:7]
+    number, found, line_found = 0, None, None
+    for line in lines:
+        number += line.get("kind") != "reproduction"
+        got = headline(line.get("result"))
+        same = isinstance(got, (int, float)) and want is not None and abs(got - want) <= 1e-9
+        if str(line.get("commit") or "")[:7] == commit and same:
+            found, line_found = max(number, 1), line
+    return number, found, line_found
+
+
+def set_aside_exploratory(rows: list[Row], log: list[dict]) -> list[Row]:
+    """A row whose numbers come from an exploratory read (one made inside ``dvc exp run`` under settings that changed
+    after an earlier read; ``testsplit.check_reads``) is not decided: it keeps its numbers and says which experiment
+    made them. Runs before the FDR control, so that such a row is outside the tested family."""
+    out = []
+    for row in rows:
+        names = sorted(
+            {
+                line["experiment"]
+                for r in row.runs
+                for line in [deciding_read(log, r)[2]]
+                if line is not None and line.get("experiment")
+            }
+        )
+        if names and row.verdict not in (UNTESTABLE, SHOWN):
+            why = (
+                f"not decided: its numbers come from an exploratory read of the test split (dvc experiment "
+                f"{', '.join(names)}: settings changed after an earlier read); rerun it outside an experiment "
+                f"with --retest, counted, or under a protocol"
+            )
+            row = _undecided(row, why, found=True)
+        out.append(row)
+    return out
+
+
 def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
     """Each row's test reads, from the repository's log (``testsplit.load_log``): per side, how many times the test
     split of each (task, model, seed) was read (reproductions of a read under the same settings not counted), and which
@@ -868,15 +908,7 @@ def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
         for model, runs in sides.items():
             counts, deciding = [], []
             for r in runs:
-                lines = [line for line in reads_for(log, task=r.task, model=model) if line.get("seed") == r.seed]
-                want, commit = headline(read_result(r.test)), (r.provenance.commit or "")[:7]
-                number, found = 0, None
-                for line in lines:
-                    number += line.get("kind") != "reproduction"
-                    got = headline(line.get("result"))
-                    same = isinstance(got, (int, float)) and want is not None and abs(got - want) <= 1e-9
-                    if str(line.get("commit") or "")[:7] == commit and same:
-                        found = max(number, 1)
+                number, found, _ = deciding_read(log, r)
                 counts.append(number)
                 deciding.append(found)
             n = max(counts)

@@ -9,7 +9,10 @@ its *identity* (task, data options, model, model config, seed) and its training 
 again with the same training settings reproduces a number (a rerun after a code change) and is allowed. Evaluating it
 with *different* training settings (another learning rate, budget...) is a second look at the test split to choose
 between variants: refused, unless the caller names it (``--retest``); the read is then recorded as a re-read and the
-report counts it.
+report counts it. Inside ``dvc exp run`` (DVC sets ``$DVC_EXP_NAME``) such a read is an *exploratory* one instead: the
+experiment loop (``dvc exp run -S train.lr=...``) completes without ``--retest``, the read is recorded and logged with
+``experiment: <name>``, and the ledger lets no exploratory read decide a claim (``ledger.annotate_reads``). A first read
+or a reproduction inside an experiment is an ordinary one.
 
 **The log.** That record lives in the stage's folder, which each evaluate run replaces, a claims piece copies
 over and an ablation point leaves in its side workspace; and a changed model config is a new identity there. So every
@@ -49,6 +52,12 @@ READS = "test_reads.json"
 LOG = "reports/test_reads.jsonl"  # under the repo root (not $SWARMLAB_WORKDIR): one log for every workspace
 LOG_ENV = "SWARMLAB_TEST_READ_LOG"  # another file (the tests point it into their tmp folder)
 KINDS = ("first", "reproduction", "re-read")
+EXPERIMENT_ENV = "DVC_EXP_NAME"  # set by `dvc exp run` for its stage commands (tracking.DVC_ENV)
+
+
+def experiment() -> str | None:
+    """The DVC experiment this process runs in (its name), or None outside ``dvc exp run``."""
+    return os.environ.get(EXPERIMENT_ENV) or None
 
 
 def digest(value) -> str:
@@ -126,24 +135,27 @@ def load_reads(folder: Path) -> list[dict]:
         raise SwarmlabError(f"{path} is not a test-read record ({exc}): restore it from git") from None
 
 
-def check_reads(folder: Path, entries: list[dict], *, retest: bool = False) -> list[dict]:
+def check_reads(
+    folder: Path, entries: list[dict], *, retest: bool = False, experiment: str | None = None
+) -> list[dict]:
     """The record after these reads; refuses (one line) a second read of an identity under other training settings
-    unless ``retest``. Reproducing a read (same identity, same settings) adds nothing."""
+    unless ``retest``, or inside the DVC experiment ``experiment``, where that read is recorded as exploratory
+    (``experiment: <name>``: it decides no claim). Reproducing a read (same identity, same settings) adds nothing."""
     reads = load_reads(folder)
     out = list(reads)
     for e in entries:
         earlier = [r for r in reads if r["identity"] == e["identity"]]
         if any(r["train"] == e["train"] for r in earlier):
             continue  # the same read again: a reproduction
-        if earlier and not retest:
+        if earlier and not (retest or experiment):
             before = ", ".join(sorted({r["run"] + " (" + r.get("profile", "?") + ")" for r in earlier}))
             raise SwarmlabError(
                 f"{e['run']}: its test split was already read under the same task, data and model config "
                 f"with other training settings ({before}, {Path(folder) / READS}); choosing between "
                 f"variants on the test split is refused: pick on validation, or pass --retest to read "
-                f"it again (the report counts it)"
+                f"it again (the report counts it); inside `dvc exp run` the read is exploratory and decides no claim"
             )
-        out.append({**e, "retest": bool(earlier)})
+        out.append({**e, "retest": bool(earlier), **({"experiment": experiment} if earlier and experiment else {})})
     return out
 
 
@@ -210,7 +222,8 @@ def log_line(
     **extra,
 ) -> dict:
     """One line of the log for ``read`` (a ``read_entry``); ``kind`` is set by ``append_reads``. ``extra``: ``grid``
-    and ``point`` of an ablation point, ``backfilled`` of a line recovered from git history."""
+    and ``point`` of an ablation point, ``experiment`` of an exploratory read (``check_reads``), ``backfilled`` of a
+    line recovered from git history."""
     return {
         "time": time or datetime.now(UTC).isoformat(timespec="seconds"),
         "task": task,

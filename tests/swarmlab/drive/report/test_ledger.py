@@ -21,9 +21,10 @@ from swarmlab.drive.report.ledger import (
     Ledger,
     apply_fdr,
     plan_seeds,
+    set_aside_exploratory,
 )
 from swarmlab.drive.report.render import STALE_UNKNOWN, headline, how_table, ledger_table, track_paragraph
-from swarmlab.drive.report.testsplit import ITEMS
+from swarmlab.drive.report.testsplit import ITEMS, read_result
 
 
 def correct(n: int, k: int, seed: int = 0) -> np.ndarray:
@@ -420,6 +421,58 @@ def test_a_strong_effect_survives_the_fdr_control(reports):
     strong = Ledger(reports, profile="cpu").decide(claim("strong", pair("good", "base", task="p")))
     (row,) = apply_fdr([strong])
     assert row.verdict == SUPPORTED and row.q == pytest.approx(row.p) and row.q < 0.05
+
+
+def test_numbers_from_an_exploratory_read_decide_no_claim(reports):
+    """`dvc exp run -S train.lr=...` may read a test split again (testsplit.check_reads): a row whose numbers come
+    from such a read keeps them but is not decided, and names the experiment; the same numbers from an ordinary
+    read decide."""
+    from swarmlab.drive.report.testsplit import log_line, read_entry
+
+    strong = Ledger(reports, profile="cpu").decide(claim("strong", pair("good", "base", task="p")))
+    assert strong.verdict == SUPPORTED and strong.runs
+
+    def log(experiment=None):
+        lines = []
+        for r in strong.runs:
+            entry = read_entry(
+                task=r.task,
+                registered=r.task,
+                options={},
+                model=r.model,
+                overrides={},
+                seed=r.seed,
+                train={"lr": 1e-3},
+                run=f"{r.model}-seed{r.seed}",
+                profile="cpu",
+                commit=r.provenance.commit,
+            )
+            extra = {"experiment": experiment} if experiment and r.model == "good" else {}
+            lines.append(
+                {
+                    **log_line(
+                        entry,
+                        task=r.task,
+                        registered=r.task,
+                        options={},
+                        data_fingerprint=None,
+                        overrides={},
+                        where="reports/evaluate/p",
+                        result=read_result(r.test),
+                        **extra,
+                    ),
+                    "kind": "re-read" if extra else "first",
+                }
+            )
+        return lines
+
+    (ordinary,) = set_aside_exploratory([strong], log())
+    assert ordinary is strong
+    (row,) = set_aside_exploratory([strong], log("forte-noil"))
+    assert row.verdict == UNTESTABLE and row.found and row.ours == strong.ours
+    assert "exploratory read" in row.why and "forte-noil" in row.why
+    (row,) = apply_fdr([row])
+    assert row.q is None  # outside the tested family
 
 
 def test_a_result_from_a_commit_not_in_the_history_is_refused_in_one_line(reports):

@@ -65,8 +65,21 @@ def test_a_reproduction_is_allowed_and_another_lr_is_refused_unless_named(tmp_pa
     assert reads[-1]["retest"] is True and rereads(reads) == {"m": 1}
 
 
+def test_inside_a_dvc_experiment_another_lr_is_an_exploratory_read(tmp_path):
+    """`dvc exp run -S train.lr=...` must complete: inside an experiment the changed read is allowed and marked with
+    the experiment's name; a first read and a reproduction there are ordinary ones (nothing marked)."""
+    from swarmlab.drive.report.testsplit import write_reads
+
+    first = check_reads(tmp_path, [_entry()], experiment="forte-noil")
+    assert "experiment" not in first[-1]  # the subject's first read: an ordinary one
+    write_reads(tmp_path, first)
+    assert check_reads(tmp_path, [_entry()], experiment="forte-noil") == first  # a reproduction adds nothing
+    reads = check_reads(tmp_path, [_entry(lr=2e-4)], experiment="forte-noil")
+    assert reads[-1]["experiment"] == "forte-noil" and reads[-1]["retest"] is True and rereads(reads) == {"m": 1}
+
+
 @pytest.mark.slow
-def test_evaluate_writes_items_whose_mean_is_the_metric_and_guards_the_test_split(tmp_path):
+def test_evaluate_writes_items_whose_mean_is_the_metric_and_guards_the_test_split(tmp_path, monkeypatch):
     params = long_params(
         tmp_path,
         listops={
@@ -97,6 +110,12 @@ def test_evaluate_writes_items_whose_mean_is_the_metric_and_guards_the_test_spli
         evaluate(params, "listops", **kw)
     evaluate(params, "listops", retest=True, **kw)
     assert rereads(json.loads((folder / READS).read_text())["reads"]) == {"transformer": 1}
+    params["tasks"]["listops"]["train"]["lr"] = 2e-4  # inside `dvc exp run`: exploratory, no --retest needed
+    monkeypatch.setenv("DVC_EXP_NAME", "forte-noil")
+    evaluate(params, "listops", **kw)
+    lines = [line for line in load_log() if line["where"] == str(folder.resolve())]  # the session's log: this test's
+    assert [line.get("experiment") for line in lines] == [None, None, None, "forte-noil"]
+    assert [line["kind"] for line in lines] == ["first", "reproduction", "re-read", "re-read"]
 
 
 # -------------------------------------------------------------------------------------------------------- the log
