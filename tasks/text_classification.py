@@ -14,18 +14,19 @@ import torch.nn.functional as F
 
 from swarmlab import plots
 from swarmlab.errors import SwarmlabError
+from swarmlab.io import read_parquet_checked
 from tasks.base import Task
 from tasks.metrics import ConfusionMatrix
 from tasks.text_data import TokenizedTextDataset
 
 
 def shard_uids(folder: Path, split: str) -> dict[Path, list[str]]:
-    """``{shard: [review id per row]}`` for ``split``'s ``{split}-*.parquet`` shards: each row's ``uid`` up to ``#``."""
-    import pyarrow.parquet as pq  # pyarrow: only the shard readers need it
-
+    """``{shard: [review id per row]}`` for ``split``'s ``{split}-*.parquet`` shards: each row's ``uid`` up to ``#``; a
+    damaged shard is one line naming it."""
     out = {}
     for shard in sorted(Path(folder).glob(f"{split}-*.parquet")):
-        out[shard] = [u.split("#", 1)[0] for u in pq.read_table(shard, columns=["uid"]).column("uid").to_pylist()]
+        uids = read_parquet_checked(shard, ["uid"]).column("uid").to_pylist()
+        out[shard] = [u.split("#", 1)[0] for u in uids]
     return out
 
 

@@ -224,6 +224,10 @@ def test_a_training_split_holding_test_or_val_reviews_is_refused(tiny_params, ti
     (tiny_tokenized / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(SwarmlabError, match=r"train-001.parquet holds \d+ review\(s\) of the val split \(.*val-000"):
         _imdb(tiny_params).train_data(None)
+    (tiny_tokenized / "train-001.parquet").write_bytes(b"PAR1 cut short")  # a damaged shard: one line naming it
+    _record_as_rebuilt(tiny_tokenized)
+    with pytest.raises(SwarmlabError, match=r"cannot read .*train-001.parquet: .*the shard is damaged"):
+        _imdb(tiny_params).train_data(None)
 
 
 def test_a_step_refuses_an_edited_or_damaged_folder_before_it(tiny_params, tmp_path):
