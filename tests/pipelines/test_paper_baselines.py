@@ -119,6 +119,25 @@ def test_logging_twice_adds_no_duplicates_and_edits_replace_their_run(tmp_path):
     assert client.get_run(third["runs"][entries[1]["key"]]).data.metrics["test_accuracy"] == 0.5
 
 
+def test_every_run_name_is_unique_and_says_its_task(tmp_path):
+    """LRA's Transformer is a row on Text and on ListOps: the names must tell them apart in MLflow's runs table, and a
+    run named by the older rule is renamed in place (its run id kept)."""
+    from mlflow.tracking import MlflowClient
+
+    from swarmlab.drive.report.baseline_runs import run_name
+
+    names = [run_name(e) for e in ENTRIES]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+    assert all(f"| {e['task']} [" in run_name(e) for e in ENTRIES)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    first = log_baselines(SOURCES, ENTRIES[:2], uri)
+    client = MlflowClient(uri)
+    old = first["runs"][ENTRIES[0]["key"]]
+    client.update_run(old, name="Transformer [lra2021 Table 1]")
+    again = log_baselines(SOURCES, ENTRIES[:2], uri)
+    assert again["runs"] == first["runs"] and client.get_run(old).info.run_name == run_name(ENTRIES[0])
+
+
 def test_the_stage_tags_every_experiment_for_the_training_view(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

@@ -27,8 +27,10 @@ def entry_hash(entry: dict, citation: str) -> str:
 
 
 def run_name(entry: dict) -> str:
+    """``<model> [<config>] | <task> [<paper> <where>]``: unique in the experiment (one paper's table can hold a model
+    on several tasks: LRA's Transformer on Text and on ListOps)."""
     config = f" {entry['config']}" if entry.get("config") else ""
-    return f"{entry['model']}{config} [{entry['source']} {entry['where']}]"
+    return f"{entry['model']}{config} | {entry['task']} [{entry['source']} {entry['where']}]"
 
 
 def run_tags(entry: dict, source: dict, digest: str) -> dict:
@@ -111,6 +113,8 @@ def log_baselines(sources: dict, entries: list[dict], uri: str | None = None) ->
         previous = (existing.get(entry["key"]) or [None])[0]
         if previous is not None and previous.data.tags.get("baseline_hash") == digest:
             runs[entry["key"]] = previous.info.run_id
+            if previous.info.run_name != run_name(entry):  # named by an older rule: renamed, the run id kept
+                client.update_run(previous.info.run_id, name=run_name(entry))
             continue
         if previous is not None:
             client.delete_run(previous.info.run_id)
