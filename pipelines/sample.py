@@ -6,9 +6,10 @@ image generation: ``samples.png``, one row per class, and ``samples.npz``), then
 ``reports/sample/<task>/summary.json``. The whole ``reports/sample/<task>/`` folder is built in a temporary
 sibling and swapped in on success, so a failed run leaves the previous samples as they were. Settings: the
 ``sample`` section (num_samples, temperature, num_threads); the draws are seeded with ``seed``; the device is
-``train.device``.
+``train.device``. Each model's samples (its whole folder) are then logged to its MLflow training run (the run id its
+``run.json`` records; a run trained without tracking gets a run of its own), under ``samples/``.
 
-    python -m pipelines.sample [--task T] [--profile P]
+    python -m pipelines.sample [--task T] [--profile P] [--no-tracking]
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from swarmlab.drive.spec import resolve
 from swarmlab.engine import resolve_device
 from swarmlab.errors import cli
 from swarmlab.io import atomic_dir, atomic_write_text
+from swarmlab.drive.runs import train_dir
+from swarmlab.tracking import check_tracking_uri, make_tracker, run_title
 from tasks.base import Task
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
@@ -41,6 +44,7 @@ def sample(
     options: dict | None = None,
     train_root: Path = TRAIN_ROOT,
     report_root: Path = REPORTS_DIR,
+    tracking: bool = True,
 ) -> dict:
     # a task that keeps the contract's default `sample` generates nothing
     generative = lambda cls: cls.sample is not Task.sample  # noqa: E731
@@ -49,6 +53,8 @@ def sample(
     task = spec.task.build()
     settings = dataclasses.asdict(section(params, "sample"))  # every value checked before a checkpoint is read
     task.check_sample_count(settings["num_samples"])
+    if tracking:
+        check_tracking_uri()
     devices = {run.name: resolve_device(run.train.device) for run in spec.runs}  # where each run trained
     if settings["num_threads"]:
         # the incremental sampler runs thousands of tiny steps: on a CPU more threads mostly add overhead
@@ -83,15 +89,45 @@ def sample(
                 flush=True,
             )
         atomic_write_text(tmp / "summary.json", json.dumps(summaries, indent=2) + "\n")
+    if tracking:  # the samples are in place: each model's go to its training run
+        for run in spec.runs:
+            log_samples(task, run, report_dir("sample", task.key, report_root) / run.name, train_root)
     return summaries
+
+
+def log_samples(task, run, folder: Path, train_root: Path) -> None:
+    """``folder``'s files as artifacts (``samples/``) of the run's MLflow training run (named in its ``run.json``), or
+    of a new run named as training names it when the run recorded none."""
+    run_file = train_dir(task.key, run.name, train_root) / "run.json"
+    run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
+    context = {} if run_id else dict(run.context)
+    tracker = make_tracker(
+        True,
+        task.key,
+        run_title(run.name, run.profile, context),
+        run_id=run_id,
+        tags={
+            "profile": run.profile,
+            "model": run.model,
+            "run": run.name,
+            "task": task.key,
+            "seed": run.seed,
+            **context,
+        },
+    )
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        tracker.log_artifact(path, "samples")
+    tracker.set_tags({"samples": str(folder)})
+    tracker.finish()
 
 
 @cli
 def main(argv=None) -> None:
     parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose trained models to sample")
+    parser.add_argument("--no-tracking", action="store_true", help="do not log the samples to MLflow")
     args = parser.parse_args(argv)
-    sample(params_from(args), args.task)
+    sample(params_from(args), args.task, tracking=not args.no_tracking)
 
 
 if __name__ == "__main__":

@@ -172,7 +172,7 @@ def good(tmp_path_factory):
         build(params, key, report_root=reports)
         train(params, key, out_root=outputs, report_root=reports, tracking=False)
     evaluate(params, "clustering_direct", train_root=outputs, report_root=reports, tracking=False)
-    sample(params, "mnist", train_root=outputs, report_root=reports)
+    sample(params, "mnist", train_root=outputs, report_root=reports, tracking=False)
     frontier(params, "clustering_direct", report_root=reports)
     sweep = reports / "sweep" / "clustering_direct"
     sweep.mkdir(parents=True)
@@ -1193,3 +1193,28 @@ def test_bad_input_through_dvc_exp_run_keeps_the_outputs(exp_repo, case, overrid
         ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
         assert len(ours) == 1 and fragment in ours[0] and "Traceback" not in proc.stderr, (case, proc.stderr[-3000:])
     assert snapshot(exp_repo) == before, f"{case}: dvc exp run lost or changed an output"
+
+
+def test_the_dvc_experiment_loop_completes_and_its_changed_read_is_exploratory(exp_repo, tmp_path):
+    """The textbook loop (#38): evaluate, then `dvc exp run -S <a training setting>` retrains and evaluates again.
+    The second read of the test split under another lr is not refused (no --retest through DVC): it completes, DVC
+    records the experiment, and the read is logged as exploratory, with the experiment's name (it decides no claim)."""
+    from swarmlab.drive.report.testsplit import load_log
+
+    good_params = (exp_repo / "params.yaml").read_bytes()
+    log = {"SWARMLAB_TEST_READ_LOG": str(tmp_path / "test_reads.jsonl")}  # this test's reads alone
+    try:
+        first = dvc(exp_repo, "exp", "run", "-n", "base", "evaluate@clustering_direct", env=log)
+        assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+        loop = dvc(
+            exp_repo, "exp", "run", "-n", "lr-up", "-S", "+train.lr=0.003", "evaluate@clustering_direct", env=log
+        )
+        assert loop.returncode == 0, loop.stdout[-2000:] + loop.stderr[-3000:]
+        listed = dvc(exp_repo, "exp", "list", "--name-only")
+    finally:
+        (exp_repo / "params.yaml").write_bytes(good_params)
+    assert {"base", "lr-up"} <= set(listed.stdout.split()), listed.stdout + listed.stderr
+    lines = load_log(tmp_path / "test_reads.jsonl")
+    assert lines and not any(ln.get("experiment") for ln in lines if ln["kind"] == "first"), lines
+    changed = [ln for ln in lines if ln["train_settings"]["lr"] == 0.003]
+    assert changed and all(ln["kind"] == "re-read" and ln["experiment"] == "lr-up" for ln in changed), changed

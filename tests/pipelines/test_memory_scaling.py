@@ -254,6 +254,16 @@ def test_end_to_end_on_tiny_lengths(tmp_path, capsys):
     assert metrics["goals"]["memory"]["met"] is None  # 100k tokens were not measured
     assert result["environment"]["git_commit"]
     assert "| transformer |" in capsys.readouterr().out
+    from mlflow.tracking import MlflowClient  # one MLflow run: N is the step of each curve (#38)
+
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("memory_scaling").experiment_id])
+    assert run.info.run_name == "memory_scaling | smoke" and run.info.status == "FINISHED"
+    curve = client.get_metric_history(run.info.run_id, "increment_mb/transformer")
+    assert sorted(m.step for m in curve) == [256, 512]
+    assert math.isfinite(run.data.metrics["time_exponent/swarmformer_small cluster_size_8"])
+    logged = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"results.json", "metrics.json", "table.md", "memory_scaling.png"} <= logged
 
 
 @pytest.mark.slow

@@ -291,24 +291,26 @@ def test_sample_stage_writes_per_model_folders_atomically(trained_brightness_mod
     )
     train_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
     with pytest.raises(SwarmlabError, match=r"best.pt is missing: train swarm_transformer_base-seed0 on mnist first"):
-        sample(params, "mnist", train_root=train_root, report_root=reports)
+        sample(params, "mnist", train_root=train_root, report_root=reports, tracking=False)
     assert not (reports / "sample" / "mnist").exists()
     run_dir = train_root / "mnist" / "swarm_transformer_base-seed0"
     run_dir.mkdir(parents=True)
     torch.save(model.state_dict(), run_dir / "best.pt")
     with pytest.raises(SwarmlabError, match=r"run.json is missing: nothing records which run wrote"):
-        sample(params, "mnist", train_root=train_root, report_root=reports)
+        sample(params, "mnist", train_root=train_root, report_root=reports, tracking=False)
     (run_dir / "run.json").write_text(json.dumps({"model": "swarm_transformer_base", "task": "mnist", "seed": 1}))
     with pytest.raises(SwarmlabError, match=r"holds a run of model 'swarm_transformer_base', seed 1, task 'mnist'"):
-        sample(params, "mnist", train_root=train_root, report_root=reports)  # a folder copied from seed 1
+        sample(
+            params, "mnist", train_root=train_root, report_root=reports, tracking=False
+        )  # a folder copied from seed 1
     (run_dir / "run.json").write_text(json.dumps({"model": "swarm_transformer_base", "task": "mnist", "seed": 0}))
     for count in (5, 25):  # fewer than one per class of 10, or not a whole number of rows
         params["sample"].update(num_samples=count)
         with pytest.raises(SwarmlabError, match=rf"sample.num_samples is {count}, but mnist draws one row per class"):
-            sample(params, "mnist", train_root=train_root, report_root=reports)
+            sample(params, "mnist", train_root=train_root, report_root=reports, tracking=False)
     assert not (reports / "sample" / "mnist").exists()
     params["sample"].update(num_samples=10)
-    summary = sample(params, "mnist", train_root=train_root, report_root=reports)
+    summary = sample(params, "mnist", train_root=train_root, report_root=reports, tracking=False)
     folder = reports / "sample" / "mnist"
     assert sorted(p.name for p in folder.iterdir()) == ["summary.json", "swarm_transformer_base-seed0"]
     assert {p.name for p in (folder / "swarm_transformer_base-seed0").iterdir()} == {"samples.png", "samples.npz"}
@@ -324,7 +326,7 @@ def test_sample_stage_refuses_a_task_that_generates_nothing(tmp_path):
     with pytest.raises(
         SwarmlabError, match=r"sample@imdb: the sample stage serves only generative tasks \(mnist, fashion_mnist\)"
     ):
-        sample(load_params(profile="smoke"), "imdb", report_root=tmp_path)
+        sample(load_params(profile="smoke"), "imdb", report_root=tmp_path, tracking=False)
 
 
 # ------------------------------------------------------------------------------------------ end to end
@@ -363,3 +365,9 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     assert sampled["samples"] == 20 and sampled["approximate_train_images"] is True
     with np.load(reports / "sample" / "mnist" / "swarm_transformer_small-seed0" / "samples.npz") as f:
         assert f["images"].shape == (20, 1, 8, 8)
+    from mlflow.tracking import MlflowClient  # the grid is an artifact of the run (#38: sample grids in MLflow)
+
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("mnist").experiment_id])
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
+    assert {"samples/samples.png", "samples/samples.npz"} <= logged, logged
