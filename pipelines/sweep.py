@@ -11,13 +11,22 @@ restarts from its last checkpoint; ``--resume`` continues an interrupted sweep w
 finished trials and with the searcher's state. In MLflow (experiment ``<task>-sweep``): one parent run
 ``sweep-<model>`` with the best trial's params and metrics, and a nested run per trial.
 
-Writes ``reports/sweep/<task>/best_params.json``, ``summary.md`` and ``summary.csv``. An interrupted sweep (Ctrl-C)
-writes only the summaries, its cut trials marked ``interrupted``, leaves best_params.json as it was and exits 2.
-Ray runs locally unless ``--address`` (or ``$RAY_ADDRESS``, or ``sweep.address``) names a cluster.
+Writes ``reports/sweep/<task>/best_params.json``, ``summary.md``, ``summary.csv`` and ``chosen.json``. An interrupted
+sweep (Ctrl-C) writes only the summaries, its cut trials marked ``interrupted``, leaves best_params.json and
+chosen.json as they were and exits 2. Ray runs locally unless ``--address`` (or ``$RAY_ADDRESS``, or
+``sweep.address``) names a cluster.
+
+**What the sweep decides** (swarmlab/drive/tuning.py). ``chosen.json`` is a dependency of ``train@``, ``evaluate@`` and
+``sample@``: under ``tasks.<task>.tuning: sweep`` it holds each model's chosen settings (the best trial's searched
+values, chosen on validation; "did not learn at this budget" for a model whose best trial stayed at chance), and the
+final runs train them. Under ``tuning: pinned`` (the default) the stage searches nothing: it records the pins (and
+leaves an earlier search's tables as they are), so ``dvc repro`` passes through it in a second; ``--search`` runs the
+search anyway, to look (the pins still decide).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError, cli
@@ -29,6 +38,10 @@ from swarmlab.drive.sweep.setup import max_evaluations, model_space
 from swarmlab.drive.sweep.tables import write_reports
 from swarmlab.drive.sweep.tune import load_state, sweep_models
 from swarmlab.tracking import check_tracking_uri
+from swarmlab.drive.runs import default_task
+from swarmlab.drive.sections import task_section
+from swarmlab.drive.tuning import pinned_record, sweep_record, write_chosen
+from swarmlab.io import atomic_write_text
 
 SWEEP_DIR = OUTPUTS_DIR / "sweep"
 REPORT_DIR = REPORTS_DIR / "sweep"
@@ -92,7 +105,44 @@ def sweep(
             f"in {report_dir / 'summary.md'} and best_params.json was not written: continue it with "
             f"`python -m pipelines.sweep --task {task.key} --resume`"
         )
+    if task_section(params, task.key).tuning == "sweep":
+        record = sweep_record(
+            key=task.key,
+            profile=spec.profile,
+            sweep_id=state["sweep_id"],
+            metric=best["metric"],
+            mode=task.mode,
+            results=results,
+            spaces=spaces,
+            budget=spec.horizon,
+            chance=task.chance("val"),
+        )
+    else:
+        record = pinned_record(task.key, spec.profile)
+    write_chosen(report_dir, record)
     return best
+
+
+def record_pinned(params: dict, task_name: str | None, report_root: Path = REPORT_DIR) -> dict:
+    """The stage under ``tuning: pinned``: ``chosen.json`` records the pins; the search's tables (an earlier
+    ``--search``'s) are left as they are, or written empty where there are none, so that DVC finds every output."""
+    key = default_task(params, task_name)
+    task_section(params, key)  # an unknown task or a bad section: one line
+    folder = Path(report_root).resolve() / key
+    record = pinned_record(key, str(params["profile"]))
+    stubs = {
+        "best_params.json": json.dumps({**record, "best_model": None}, indent=2) + "\n",
+        "summary.md": f"# Sweep of {key}\n\nNone: `tasks.{key}.tuning` is `pinned`, so the models train the settings "
+        "params.yaml gives them. Set it to `sweep` to search and train what the search chooses, or run "
+        f"`python -m pipelines.sweep --task {key} --search` to look.\n",
+        "summary.csv": "rank,model,trial,status\n",
+    }
+    for name, text in stubs.items():
+        if not (folder / name).is_file():
+            atomic_write_text(folder / name, text)
+    write_chosen(folder, record)
+    print(f"sweep {key}: tuning pinned, no search -> {folder / 'chosen.json'}", flush=True)
+    return record
 
 
 @cli
@@ -121,6 +171,11 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     parser.add_argument(
+        "--search",
+        action="store_true",
+        help="search even when tasks.<task>.tuning is pinned (to look: the pins still decide the final runs)",
+    )
+    parser.add_argument(
         "--data-dir",
         default=None,
         help="the task's data folder (its `data_dir` option; default: tasks.<task>.options.data_dir)",
@@ -135,10 +190,17 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     params = params_from(args)
+    models = args.models.split(",") if args.models else None
+    spec = resolve_sweep(params, args.task, models=models)  # an unknown task or model, a bad section: one line
+    if args.num_samples is not None and args.num_samples < 1:
+        raise SwarmlabError(f"--num-samples must be >= 1, got {args.num_samples}")
+    if not args.search and task_section(params, spec.task.key).tuning == "pinned":
+        record_pinned(params, spec.task.key, Path(args.report_dir))
+        return
     sweep(
         params,
         task_name=args.task,
-        models=args.models.split(",") if args.models else None,
+        models=models,
         num_samples=args.num_samples,
         address=args.address,
         resume=args.resume,

@@ -293,6 +293,12 @@ class Task(abc.ABC):
         """The longest ``seq_len`` the data can feed a model (a sweep refuses longer ones); None = any."""
         return None
 
+    def chance(self, split: str = "val") -> tuple[float, int] | None:
+        """``(score, rows)``: the monitored metric of a predictor that ignores its input, on ``split``, and the split's
+        size; what a model that did not learn scores (a sweep calls a model whose every trial stayed within two
+        standard errors of it "did not learn at this budget"). None where the monitor has no such floor (a loss)."""
+        return None
+
     def data_steps(self) -> dict[str, Path]:
         """A task whose data is built in several steps, each a cached stage of its own (IMDB: prepare, augment,
         tokenize), names them here in order, each with the folder it writes; the last writes ``data_dir``. Each

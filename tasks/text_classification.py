@@ -61,6 +61,19 @@ class TextClassificationTask(Task):
     def model_kwargs(self) -> dict:
         return {"vocab_size": self.meta["vocab_size"], "num_classes": self.num_classes}
 
+    def chance(self, split: str = "val") -> tuple[float, int] | None:
+        """The accuracy of always answering the split's most frequent class (its ``label_counts`` in meta.json, else
+        its shards' labels), and the split's rows."""
+        info = self.meta["splits"][split]
+        counts = info.get("label_counts")
+        if counts is None:
+            labels = [
+                read_parquet_checked(self.data_dir / s, ["label"]).column("label").to_pylist() for s in info["shards"]
+            ]
+            counts = [sum(x == c for part in labels for x in part) for c in range(self.num_classes)]
+        rows = int(sum(counts))
+        return (max(counts) / rows if rows else 0.0), rows
+
     def max_seq_len(self) -> int:
         return self.meta["seq_len"]
 

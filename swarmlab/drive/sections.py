@@ -63,6 +63,9 @@ class TaskSection:
     # Why this profile does not train or test the task ("" = it does): a profile whose budget cannot decide the task's
     # comparisons says so here, and train@/evaluate@ write that reason as their result instead of noise.
     skip: str = ""
+    # How the models' settings are chosen (swarmlab/drive/tuning.py): "pinned" = as written here; "sweep" = each model's
+    # by its sweep on validation (reports/sweep/<key>/chosen.json, a dependency of train@, evaluate@ and sample@)
+    tuning: str = setting("pinned", choices=("pinned", "sweep"))
 
     def __post_init__(self):
         check(self, "tasks.<key>")

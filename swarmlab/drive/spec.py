@@ -32,6 +32,7 @@ from swarmlab.settings import models_twice
 from swarmlab.drive.run_config import check_model_kind, evaluate_settings, model_overrides, train_config
 from swarmlab.drive.runs import Run, TaskSpec, default_task, model_names, skip_reason, task_seeds, task_spec
 from swarmlab.drive.schedule.scheduler import ScheduleConfig, schedule_settings
+from swarmlab.drive.tuning import apply_chosen
 from swarmlab.tracking import run_context
 from tasks import task_class
 
@@ -46,6 +47,7 @@ class RunSpec:
     evaluate: Mapping[str, Any]
     profile: str
     context: Mapping[str, str]  # where the run comes from (DVC's experiment, the params overrides)
+    tuning: str = "pinned"  # how its settings were chosen (swarmlab/drive/tuning.py: describe)
 
     @property
     def run(self) -> Run:
@@ -65,6 +67,7 @@ class RunSpec:
             "evaluate": dict(self.evaluate),
             "profile": self.profile,
             "context": dict(self.context),
+            "tuning": self.tuning,
         }
 
     @classmethod
@@ -78,6 +81,7 @@ class RunSpec:
             evaluate=d["evaluate"],
             profile=d["profile"],
             context=d["context"],
+            tuning=d.get("tuning", "pinned"),
         )
 
 
@@ -108,6 +112,7 @@ def resolve(
     ``schedule``: resolve the ``schedule`` section too (with ``parallel`` and ``address`` on top)."""
     key = default_task(params, task_key)
     task = task_spec(params, key, options=options, root=root)  # an unknown task or a bad section: one line
+    params, tuning = apply_chosen(params, key, root)  # a swept task: each model's chosen settings, as its own
     skip = skip_reason(params, key)
     context = run_context(params) if tracking else {}
     names = models or ([] if skip else model_names(params, key))
@@ -127,6 +132,7 @@ def resolve(
             evaluate=evaluate,
             profile=str(params.get("profile")),
             context=context,
+            tuning=tuning.get(model, "pinned"),
         )
         for model in names
         for seed in task_seeds(params, key)

@@ -1074,7 +1074,7 @@ def dvc_repo(tmp_path_factory):
     derive@clustering_direct, train@clustering_direct, data@mnist, train@mnist, sample@mnist, IMDB's prepare, augment
     and tokenize, memory_scaling and paper_baselines reproduced."""
     repo = tmp_path_factory.mktemp("dvcrepo")
-    for name in ("pipelines", "tasks", "models", "swarmlab", "benchmarks", "dvc.yaml"):
+    for name in ("pipelines", "tasks", "models", "swarmlab", "benchmarks", "dvc.yaml", "sweeps"):
         src = REPO_ROOT / name
         (
             shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -1218,3 +1218,23 @@ def test_the_dvc_experiment_loop_completes_and_its_changed_read_is_exploratory(e
     assert lines and not any(ln.get("experiment") for ln in lines if ln["kind"] == "first"), lines
     changed = [ln for ln in lines if ln["train_settings"]["lr"] == 0.003]
     assert changed and all(ln["kind"] == "re-read" and ln["experiment"] == "lr-up" for ln in changed), changed
+
+
+def test_a_new_sweep_choice_marks_the_final_runs_stale(dvc_repo):
+    """train@ and evaluate@ depend on what the sweep stage chose (reports/sweep/<task>/chosen.json; #37): the
+    fixture's `dvc repro train@clustering_direct` passed through sweep@clustering_direct, which under the default
+    `tuning: pinned` recorded the pins; a changed choice marks the final runs stale, and nothing else."""
+    repo, _ = dvc_repo
+    chosen = repo / "reports" / "sweep" / "clustering_direct" / "chosen.json"
+    assert json.loads(chosen.read_text())["tuning"] == "pinned"
+    status = dvc(repo, "status", "train@clustering_direct")
+    assert status.returncode == 0 and "up to date" in status.stdout, status.stdout + status.stderr
+    original = chosen.read_bytes()
+    try:
+        chosen.write_text(json.dumps({**json.loads(original), "sweep_id": "another"}))
+        status = dvc(repo, "status", "train@clustering_direct")
+    finally:
+        chosen.write_bytes(original)
+    assert "changed deps" in status.stdout and "reports/sweep/clustering_direct/chosen.json" in status.stdout, (
+        status.stdout
+    )

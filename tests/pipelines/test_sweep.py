@@ -40,12 +40,18 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     params = tiny_params(num_samples=3, max_concurrent=2, max_epochs=2, grace_period=2)
+    params["tasks"]["imdb"]["tuning"] = "sweep"  # the final runs train what it chooses (swarmlab/drive/tuning.py)
+    params["tasks"]["imdb"]["train"]["max_epochs"] = 3  # their budget; a trial's is sweep.max_epochs, 2
+    # tiny data leaves every trial near chance: a floor of 0 makes "learned" certain here (test_tuning.py covers both)
+    monkeypatch.setattr(
+        "tasks.text_classification.TextClassificationTask.chance", lambda self, split="val": (0.0, 10**6)
+    )
     t0 = time.perf_counter()
     best = sweep(
         params,
         options={"data_dir": str(tiny_data)},
         out_root=tmp_path / "out",
-        report_root=tmp_path / "rep",
+        report_root=tmp_path / "rep" / "reports" / "sweep",
         lines=True,
     )
     wall = time.perf_counter() - t0
@@ -57,11 +63,30 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
     assert entry["params"]["seq_len"] % entry["params"]["cluster_size"] == 0
     assert set(entry["train"]) == {"batch_size", "lr"} and "d_model" in entry["model_overrides"]
     assert Path(entry["checkpoint"]).is_file() and Path(entry["checkpoint"]).is_absolute()
-    rows = list(csv.DictReader(open(tmp_path / "rep" / "imdb" / "summary.csv")))
+    rep = tmp_path / "rep" / "reports" / "sweep" / "imdb"
+    rows = list(csv.DictReader(open(rep / "summary.csv")))
     assert [int(r["rank"]) for r in rows] == [1, 2, 3] and {r["status"] for r in rows} == {"ok"}
     scores = [float(r["best_val_accuracy"]) for r in rows]
     assert scores == sorted(scores, reverse=True) and scores[0] == entry["best_val_accuracy"]
-    assert json.loads((tmp_path / "rep" / "imdb" / "best_params.json").read_text()) == best
+    assert json.loads((rep / "best_params.json").read_text()) == best
+
+    # what the sweep decides reaches the final runs: chosen.json, read by every stage that resolves the task
+    from swarmlab.drive.run_config import train_settings
+    from swarmlab.drive.spec import resolve
+
+    chosen = json.loads((rep / "chosen.json").read_text())
+    assert chosen["tuning"] == "sweep" and chosen["sweep_id"] and chosen["budget"] == {"max_epochs": 2}
+    picked = chosen["models"]["swarmformer_small"]
+    assert picked["learned"] and picked["train"] == entry["train"] and picked["trials"] == 3
+    assert picked["model_overrides"] == {k: entry["params"][k] for k in picked["model_overrides"]}
+    (run,) = resolve(params, "train", "imdb", options={"data_dir": str(tiny_data)}, root=tmp_path / "rep").runs
+    assert (
+        run.train.lr == pytest.approx(entry["params"]["lr"]) and run.train.batch_size == entry["params"]["batch_size"]
+    )
+    pinned = train_settings(params, "imdb", "swarmformer_small")  # the task's own budget, not the trials'
+    assert (run.train.max_epochs, run.train.max_steps) == (pinned["max_epochs"], pinned["max_steps"]) == (3, 0)
+    assert {k: run.overrides[k] for k in picked["model_overrides"]} == picked["model_overrides"]
+    assert run.tuning.startswith(f"sweep {chosen['sweep_id']}: 3 trials of 2 epochs, chosen on validation: ")
 
     # one concise line per trial event, none of Ray's tables
     assert sum(f"{LABEL} " in ln and " eval " in ln for ln in out.splitlines()) >= 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import dataclasses
 import itertools
 
@@ -332,8 +333,8 @@ def test_unreachable_address_fails_fast():
     [
         (["--task", "imbd"], "unknown task 'imbd'; did you mean imdb?"),
         (["--models", "swarmformer_smal"], "unknown model 'swarmformer_smal'; did you mean swarmformer_small"),
-        (["--address", "127.0.0.1:{port}"], "cannot reach a Ray cluster at 127.0.0.1:"),
-        (["--params", "{bad_params}"], "admits no valid configuration of swarmformer_small"),
+        (["--search", "--address", "127.0.0.1:{port}"], "cannot reach a Ray cluster at 127.0.0.1:"),
+        (["--search", "--params", "{bad_params}"], "admits no valid configuration of swarmformer_small"),
         (["--num-samples", "0"], "--num-samples must be >= 1"),
     ],
 )
@@ -386,3 +387,23 @@ def test_runs_of_trials_tune_never_recorded_are_closed(tmp_path):
     status = {t: client.get_run(k.run_id).info.status for t, k in kids.items()}
     assert status == {"known": "RUNNING", "orphan": "KILLED", "done": "FINISHED"}
     assert client.get_run(parent.run_id).info.status == "RUNNING"
+
+
+def test_the_sweep_stage_of_a_pinned_task_records_the_pins_in_a_second(tmp_path):
+    """`dvc repro` passes through sweep@<task> (train@ reads its chosen.json): under `tuning: pinned` it searches
+    nothing, writes chosen.json and, where no search left them, the tables DVC expects; an earlier search's are kept."""
+    from pipelines.sweep import main
+
+    main(["--task", "clustering_direct", "--profile", "smoke", "--report-dir", str(tmp_path)])
+    folder = tmp_path / "clustering_direct"
+    assert json.loads((folder / "chosen.json").read_text()) == {
+        "task": "clustering_direct",
+        "profile": "smoke",
+        "tuning": "pinned",
+        "models": {},
+    }
+    assert "tuning` is `pinned`" in (folder / "summary.md").read_text()
+    assert {p.name for p in folder.iterdir()} == {"chosen.json", "best_params.json", "summary.md", "summary.csv"}
+    (folder / "summary.md").write_text("an earlier search\n")
+    main(["--task", "clustering_direct", "--profile", "smoke", "--report-dir", str(tmp_path)])
+    assert (folder / "summary.md").read_text() == "an earlier search\n"

@@ -245,3 +245,22 @@ def test_a_step_refuses_an_edited_or_damaged_folder_before_it(tiny_params, tmp_p
     (prepared / "test-001.parquet").unlink()
     with pytest.raises(SwarmlabError, match=r"test-001.parquet is missing"):
         imdb_step(tiny_params, "tokenize", tmp_path / "steps" / "tokenized", prepared)
+
+
+def test_chance_is_the_share_of_the_splits_most_frequent_class(tiny_params, tiny_tokenized):
+    """What a model that learned nothing scores (a sweep's "did not learn at this budget", swarmlab/drive/tuning.py):
+    from the shards' labels where meta.json records no label counts (IMDB), else from the counts."""
+    import pyarrow.parquet as pq
+
+    task = _imdb(tiny_params)
+    meta = json.loads((tiny_tokenized / "meta.json").read_text())
+    for split in ("val", "test"):
+        labels = [
+            x for s in meta["splits"][split]["shards"] for x in pq.read_table(tiny_tokenized / s)["label"].to_pylist()
+        ]
+        share, rows = task.chance(split)
+        assert rows == len(labels) == meta["splits"][split]["rows"]
+        assert share == max(labels.count(0), labels.count(1)) / rows
+    meta["splits"]["val"]["label_counts"] = [3, 9]  # a data stage that counts them (the long tasks) is read as written
+    (tiny_tokenized / "meta.json").write_text(json.dumps(meta))
+    assert _imdb(tiny_params).chance("val") == (0.75, 12)

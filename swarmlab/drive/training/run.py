@@ -175,6 +175,7 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
             "stage": "train",
             "task": task.key,
             "seed": run.seed,
+            "tuning": run.tuning,
             **context,
         },
     )
@@ -189,6 +190,7 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
                 "model_cfg": json.loads(json.dumps(asdict(model.cfg), default=str)),  # evaluate checks it
                 "fingerprint": fingerprint,
                 "git_commit": git_commit(),  # the commit that trained it: evaluate's test-read log names it
+                "tuning": run.tuning,  # how its settings were chosen (swarmlab/drive/tuning.py)
                 **start_record(task),
             }
         )
@@ -229,6 +231,7 @@ def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
         "steps": result.steps,
         "evaluations": len(result.history),
         "stopped": result.stopped,
+        "tuning": run.tuning,  # how its settings were chosen: pinned, or by its sweep (swarmlab/drive/tuning.py)
         "backtracks": result.backtracks,
         "num_params": result.num_params,
         "train_time_s": round(result.train_time_s, 1),
