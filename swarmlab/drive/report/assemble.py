@@ -28,6 +28,7 @@ from swarmlab.drive.report.inputs import TaskData, TaskInfo, read_json
 from swarmlab.drive.report.ledger import (
     Ledger,
     annotate_reads,
+    annotate_tuning,
     apply_fdr,
     decide_across,
     plan_seeds,
@@ -238,7 +239,7 @@ class Report:
             )
         )
         log = load_log()  # every test read (reports/test_reads.jsonl)
-        decided = set_aside_exploratory([decide_across(c, self.ledgers) for c in self.claims], log)
+        decided = annotate_tuning(set_aside_exploratory([decide_across(c, self.ledgers) for c in self.claims], log))
         rows = annotate_reads(plan_seeds(apply_fdr(decided)), log)
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
         # each claim's protocol is frozen the first time a read decides it; a later change needs an amendment

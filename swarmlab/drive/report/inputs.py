@@ -65,6 +65,8 @@ class TaskData:
         self.histories = {p.stem: read_csv(p) for p in sorted((train_dir / "history").glob("*.csv"))}
         self.eval_plots = sorted((eval_dir / "plots").glob("*.png"))
         self.sweep = read_json(reports / "sweep" / key / "best_params.json")
+        if self.sweep is not None and not self.sweep.get("models"):  # a pinned task's record: nothing was searched
+            self.sweep = None
         # the data stage's summary; a task built in steps (IMDB) has one per step, reports/data/<task>/<step>/
         self.data_steps = [f.parent.name for f in sorted((reports / "data" / key).glob("*/metrics.json"))]
         self.data = read_json(reports / "data" / key / "metrics.json") or {

@@ -78,6 +78,7 @@ class Row:
     reads: str = ""  # how often each side's test split was read, and which read decides (annotate_reads)
     protocol: str = ""  # whether the claim's protocol is as frozen at its first read (swarmlab.drive.report.protocols)
     unamended: bool = False  # its protocol changed after its first read without an amendment
+    tuning: str = ""  # how each side's settings were chosen (annotate_tuning): pinned, or its sweep's trials and budget
 
 
 def fmt(v: float | None) -> str:
@@ -868,6 +869,41 @@ def deciding_read(log: list[dict], r: RunResult) -> tuple[int, int | None, dict 
         if str(line.get("commit") or "")[:7] == commit and same:
             found, line_found = max(number, 1), line
     return number, found, line_found
+
+
+PINNED = "pinned"
+NOT_LEARNED = "did not learn at this budget"
+
+
+def run_tuning(r: RunResult) -> str:
+    """How the run's settings were chosen, as its training recorded it (swarmlab/drive/tuning.py); a run trained
+    before runs recorded it had its settings written in params.yaml: pinned."""
+    return str(r.train.get("tuning") or PINNED)
+
+
+def annotate_tuning(rows: list[Row]) -> list[Row]:
+    """Each row's ``tuning``: per side, how its settings were chosen; a comparison of a swept side with a pinned one
+    is flagged. A row one of whose sides did not learn in its sweep (every trial at chance) is not decided: it says
+    so, and keeps its numbers. Runs before the FDR control, so that such a row is outside the tested family."""
+    out = []
+    for row in rows:
+        sides: dict[str, set[str]] = {}
+        for r in row.runs:
+            sides.setdefault(r.model, set()).add(run_tuning(r))
+        if not sides:
+            out.append(row)
+            continue
+        parts = [f"{model}: {' / '.join(sorted(ways))}" for model, ways in sides.items()]
+        swept = {model for model, ways in sides.items() if any(w.startswith("sweep") for w in ways)}
+        flag = "**tuned against untuned**: " if swept and len(swept) < len(sides) else ""
+        row.tuning = flag + "; ".join(parts)
+        stuck = sorted(model for model, ways in sides.items() if any(NOT_LEARNED in w for w in ways))
+        if stuck and row.verdict not in (UNTESTABLE, SHOWN):
+            kept = row.tuning
+            row = _undecided(row, f"not decided: {', '.join(stuck)} {NOT_LEARNED} (its sweep)", found=True)
+            row.tuning = kept
+        out.append(row)
+    return out
 
 
 def set_aside_exploratory(rows: list[Row], log: list[dict]) -> list[Row]:

@@ -12,6 +12,7 @@ from swarmlab.drive.report import stats
 from swarmlab.drive.report.baselines import EXPERIMENT, matches
 from swarmlab.drive.report.cells import fmt, profile_heading, rounding
 from swarmlab.drive.report.inputs import TaskData
+from swarmlab.drive.report.ledger import run_tuning
 from swarmlab.drive.report.presentation import RUNTIME_PREFIXES, TASKS
 
 if TYPE_CHECKING:  # a type only: assemble imports this module
@@ -59,7 +60,11 @@ def papers_section(rep: Report) -> list:
                 rows.append(
                     [f"{label} — paper"]
                     + [rep.paper_cell(b, m) for m in metrics]
-                    + [", ".join(f"`{r}`" for r in runs) if runs else no_match(rep, k, b), rep.paper_link(b)]
+                    + [
+                        ", ".join(f"`{r}`" for r in runs) if runs else no_match(rep, k, b),
+                        "the authors' own tuning",
+                        rep.paper_link(b),
+                    ]
                 )
             for key in ours:
                 hits = matched[key]
@@ -70,6 +75,7 @@ def papers_section(rep: Report) -> list:
                         ", ".join(f"`{b['key']}`" for b in hits)
                         if hits
                         else f"no row: its config ({config_text(rep, k, t.model_of(key), entries)}) is none of the table's",
+                        tuning_cell(rep, k, key),
                         rep.provenance(t, key),
                     ]
                 )
@@ -81,14 +87,14 @@ def papers_section(rep: Report) -> list:
                     [f"`{model}` — ours"]
                     + ["not run"]
                     + [""] * (len(metrics) - 1)
-                    + ["", f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"]
+                    + ["", "", f"`dvc repro evaluate@{k}` with `{model}` in `tasks.{k}.models`"]
                 )
             d.add(
                 Heading(4, f"{rep.sources[source].get('short', source)}: {where}"),
                 Table(
-                    ["model"] + metrics + ["matches", "source / run · commit · command"],
+                    ["model"] + metrics + ["matches", "settings chosen", "source / run · commit · command"],
                     rows,
-                    "l" + "r" * len(metrics) + "ll",
+                    "l" + "r" * len(metrics) + "lll",
                 ),
             )
             notes = [f"{b['model']}: {b['note']}" for b in entries if b.get("note")]
@@ -105,6 +111,13 @@ def papers_section(rep: Report) -> list:
                 )
             )
     return d.blocks
+
+
+def tuning_cell(rep: Report, task: str, key: str) -> str:
+    """How a run of ours had its settings chosen (its training's record; swarmlab/drive/tuning.py): pinned in
+    params.yaml, or by its sweep (trials and budget per trial)."""
+    r = rep.result_of(task, key)
+    return run_tuning(r) if r is not None else "pinned"
 
 
 def config_text(rep: Report, task: str, model: str, entries: list[dict]) -> str:

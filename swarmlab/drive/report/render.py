@@ -42,6 +42,7 @@ HOW_HEADER = [
     "budget",
     "profile",
     "provenance (each side)",
+    "settings chosen (each side)",
     "test reads",
     "protocol",
     "why · test",
@@ -111,6 +112,7 @@ def how_table(rows: list[Row]) -> Table:
                 r.budget or "—",
                 f"`{r.profile}`" + (f" from {r.source}" if r.source else ""),
                 r.provenance or "—",
+                r.tuning or "—",
                 r.reads or "—",
                 r.protocol or "—",
                 why,
@@ -118,7 +120,7 @@ def how_table(rows: list[Row]) -> Table:
                 ("**stale**: " + r.stale) if r.stale else ("current" if r.stale_known else STALE_UNKNOWN),
             ]
         )
-    return Table(HOW_HEADER, body, "llrllllllll")
+    return Table(HOW_HEADER, body, "llrlllllllll")
 
 
 # a result DVC does not track whose code could not be compared (no dvc.lock or no git here, or a side run's table,

@@ -20,10 +20,18 @@ from swarmlab.drive.report.ledger import (
     UNTESTABLE,
     Ledger,
     apply_fdr,
+    annotate_tuning,
     plan_seeds,
     set_aside_exploratory,
 )
-from swarmlab.drive.report.render import STALE_UNKNOWN, headline, how_table, ledger_table, track_paragraph
+from swarmlab.drive.report.render import (
+    HOW_HEADER,
+    STALE_UNKNOWN,
+    headline,
+    how_table,
+    ledger_table,
+    track_paragraph,
+)
 from swarmlab.drive.report.testsplit import ITEMS, read_result
 
 
@@ -473,6 +481,33 @@ def test_numbers_from_an_exploratory_read_decide_no_claim(reports):
     assert "exploratory read" in row.why and "forte-noil" in row.why
     (row,) = apply_fdr([row])
     assert row.q is None  # outside the tested family
+
+
+def test_each_row_says_how_each_side_was_tuned_and_a_side_that_did_not_learn_decides_nothing(tmp_path):
+    """#37: the row states each side's tuning (its training's record; pinned before runs recorded it), flags a swept
+    side against a pinned one, and a side whose sweep stayed at chance leaves the row undecided, numbers kept."""
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "p", [0.90, 0.91, 0.92], [0.70, 0.71, 0.72])
+    c = claim("tuned", pair("a", "b", task="p"))
+    (row,) = annotate_tuning([Ledger(reports, profile="cpu").decide(c)])
+    assert row.verdict == SUPPORTED and row.tuning == "a: pinned; b: pinned"
+    assert how_table([row]).rows[0][HOW_HEADER.index("settings chosen (each side)")] == row.tuning
+
+    metrics = reports / "train" / "p" / "metrics.json"
+    entries = json.loads(metrics.read_text())
+    swept = "sweep s1: 8 trials of 200 steps, chosen on validation: lr=0.001"
+    for name, entry in entries.items():
+        entry["tuning"] = swept if entry["model"] == "a" else "pinned"
+    metrics.write_text(json.dumps(entries))
+    (row,) = annotate_tuning([Ledger(reports, profile="cpu").decide(c)])
+    assert row.verdict == SUPPORTED and row.tuning == f"**tuned against untuned**: a: {swept}; b: pinned"
+
+    for name, entry in entries.items():
+        entry["tuning"] = "sweep s1: 8 trials of 200 steps; did not learn at this budget: best ... (pinned settings)"
+    metrics.write_text(json.dumps(entries))
+    (row,) = annotate_tuning([Ledger(reports, profile="cpu").decide(c)])
+    assert row.verdict == UNTESTABLE and row.found and row.ours.startswith("a 0.9100 vs b 0.7100")
+    assert row.why == "not decided: a, b did not learn at this budget (its sweep)" and "did not learn" in row.tuning
 
 
 def test_a_result_from_a_commit_not_in_the_history_is_refused_in_one_line(reports):
