@@ -35,6 +35,7 @@ from swarmlab.tracking import NullTracker
 
 logger = get_logger(__name__)
 HEARTBEAT_S = 30.0  # at most this long without a line during training, when no progress bar is shown
+LOSS_STRIDE, LOSS_EVERY_S = 10, 2.0  # the per-step loss curve: a point at a multiple of 10 steps, at most every 2 s
 
 
 @dataclass
@@ -179,6 +180,11 @@ class _Fit:
             desc=self.desc,
         )
         self.plan, self.loss_sum = None, torch.zeros((), device=device)
+        # the training loss as a curve per step (MLflow's chart of `train_loss_step`): the mean of the steps since the
+        # last point, logged at a step that is a multiple of LOSS_STRIDE once LOSS_EVERY_S have passed (one device read
+        # and one store write per point: a run of fast steps is not slowed by its store); tracked runs only
+        self.stride_sum = None if isinstance(self.tracker, NullTracker) else torch.zeros((), device=device)
+        self.stride_n, self.stride_t = 0, time.perf_counter()
         self.meter, self.rows = self.task.new_metrics(), 0
         planned = planned_steps(cfg, steps_per_epoch)
         self.bar = progress(total=planned, initial=self.p.step, desc=f"{self.desc}train")
@@ -216,9 +222,20 @@ class _Fit:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         optimizer.step()
         self.loss_sum += loss.detach().float()  # on the device: NaN/inf show up in the sum, read only at checks
+        if self.stride_sum is not None:
+            self.stride_sum += loss.detach().float()
+            self.stride_n += 1
         self.meter.update(out, batch, loss)
         self.rows += batch_len(batch)
         p.step += 1
+        if (
+            self.stride_sum is not None
+            and p.step % LOSS_STRIDE == 0
+            and time.perf_counter() - self.stride_t >= LOSS_EVERY_S
+        ):
+            self.tracker.log_metrics({"train_loss_step": float(self.stride_sum) / self.stride_n}, step=p.step)
+            self.stride_sum.zero_()
+            self.stride_n, self.stride_t = 0, time.perf_counter()
         self.bar.update(1)
         if self.beat is not None:
             self.beat(p.step)  # reads the clock only: no device sync

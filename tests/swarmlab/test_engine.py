@@ -66,8 +66,9 @@ def test_fit_learns_checkpoints_and_logs(tmp_path):
     result = fit(tiny_model(), IMDB, synthetic(256, 0), synthetic(64, 1), TrainConfig(**CFG), tmp_path, tracker=tracker)
     assert result.stopped == "max_epochs" and len(result.history) == 4 and result.steps == 4 * 16
     assert result.best_val["accuracy"] > 0.8, result.history
-    assert [step for step, _ in tracker.metrics] == [16, 32, 48, 64]  # MLflow's step is the optimizer step
-    assert "val_accuracy" in tracker.metrics[0][1] and tracker.params["train"]["lr"] == 3e-3
+    evaluations = [(step, m) for step, m in tracker.metrics if "train_loss_step" not in m]  # the curve: next test
+    assert [step for step, _ in evaluations] == [16, 32, 48, 64]  # MLflow's step is the optimizer step
+    assert "val_accuracy" in evaluations[0][1] and tracker.params["train"]["lr"] == 3e-3
     state = load_checkpoint(tmp_path / "last.pt")  # weights_only=True: every RNG state is tensors and plain values
     assert state["progress"]["step"] == 64 and "optimizer" in state
     assert set(state["rng"]) >= {"torch", "numpy", "random"}
@@ -82,6 +83,27 @@ def test_fit_learns_checkpoints_and_logs(tmp_path):
         (3, 48, 3),
         (4, 64, 4),
     ]
+
+
+def test_a_tracked_run_logs_its_training_loss_per_step_at_a_stride(tmp_path, monkeypatch):
+    """#38: the training loss as a curve per step, not once per evaluation: a point at each multiple of LOSS_STRIDE
+    (once LOSS_EVERY_S have passed; 0 here), the mean of the steps since the last point; the points of one stretch
+    average to the evaluation's train_loss."""
+    monkeypatch.setattr(engine_loop, "LOSS_EVERY_S", 0.0)
+    tracker = Recorder()
+    cfg = TrainConfig(**{**CFG, "max_epochs": 2})  # 16 steps an epoch, LOSS_STRIDE 10
+    result = fit(tiny_model(), IMDB, synthetic(256, 0), synthetic(64, 1), cfg, tmp_path / "a", tracker=tracker)
+    points = [(step, m["train_loss_step"]) for step, m in tracker.metrics if "train_loss_step" in m]
+    assert [step for step, _ in points] == [10, 20, 30]
+    assert all(math.isfinite(v) and v > 0 for _, v in points)
+    engine_loop.LOSS_STRIDE, stride = 16, engine_loop.LOSS_STRIDE  # one point per stretch: its mean is train_loss
+    try:
+        tracker = Recorder()
+        result = fit(tiny_model(), IMDB, synthetic(256, 0), synthetic(64, 1), cfg, tmp_path / "b", tracker=tracker)
+    finally:
+        engine_loop.LOSS_STRIDE = stride
+    points = [m["train_loss_step"] for _, m in tracker.metrics if "train_loss_step" in m]
+    assert points == pytest.approx([row["train_loss"] for row in result.history], rel=1e-5)
 
 
 class Crash(Exception):
