@@ -332,6 +332,7 @@ class NullTracker:
     def log_metrics(self, metrics: dict, step: int | None = None) -> None: ...
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
     def set_tags(self, tags: dict) -> None: ...
+    def log_dataset(self, name: str, digest: str, source: str, context: str) -> None: ...
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
@@ -502,6 +503,15 @@ class MlflowTracker:
     def set_tags(self, tags: dict) -> None:
         for k, v in with_source(tags).items():
             self.client.set_tag(self.run_id, k, str(v))
+
+    @_tolerant
+    def log_dataset(self, name: str, digest: str, source: str, context: str) -> None:
+        """The data the run read, as an MLflow dataset input (its Datasets column): ``name``, the data's ``digest``
+        (its fingerprint), ``source`` (its folder) and ``context`` (``training``, ``evaluation``)."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag  # mlflow: heavy, and only a tracked run needs it
+
+        dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=json.dumps({"uri": source}))
+        self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", context)])])
 
     @_tolerant
     def finish(self, status: str = "FINISHED") -> None:

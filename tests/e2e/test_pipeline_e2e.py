@@ -220,6 +220,8 @@ def test_smoke_profile_through_dvc(tmp_path):
     assert run.data.tags["mlflow.source.name"] == "pipelines/train.py"
     assert not {"seed", "num_params", "test_rows", "batch_size", "batches"} & set(run.data.metrics)
     assert run.data.params["evaluate.batches"] and run.data.params["evaluate.test_rows"]
+    (data,) = run.inputs.dataset_inputs  # MLflow's Datasets column: the tokenized data, by its fingerprint (#38)
+    assert data.dataset.name == "imdb" and data.dataset.digest
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {
         "training_curve.png",

@@ -348,9 +348,7 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     params["tasks"]["mnist"]["train"].update(max_steps=6, eval_every=3, batch_size=16)
     out_root, reports = tmp_path / "outputs" / "train", tmp_path / "reports"
     data = build(params, "mnist", report_root=reports)
-    trained = train(params, "mnist", out_root=out_root, report_root=reports, tracking=False)[
-        "swarm_transformer_small-seed0"
-    ]
+    trained = train(params, "mnist", out_root=out_root, report_root=reports)["swarm_transformer_small-seed0"]
     evaluated = evaluate(params, "mnist", train_root=out_root, report_root=reports, tracking=False)[
         "swarm_transformer_small-seed0"
     ]
@@ -370,4 +368,7 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     client = MlflowClient()
     (run,) = client.search_runs([client.get_experiment_by_name("mnist").experiment_id])
     logged = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
-    assert {"samples/samples.png", "samples/samples.npz"} <= logged, logged
+    assert {"samples/samples.png", "samples/samples.npz"} <= logged, logged  # to the training run (one run)
+    (data,) = run.inputs.dataset_inputs  # MLflow's Datasets column: the data trained on, by its fingerprint
+    assert data.dataset.name == "mnist" and len(data.dataset.digest) >= 16
+    assert [(t.key, t.value) for t in data.tags] == [("mlflow.data.context", "training")]

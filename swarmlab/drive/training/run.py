@@ -203,6 +203,9 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
         "data": data,
     }
     if not previous:
+        digest = task.data_fingerprint()
+        if digest:  # MLflow's Datasets column: the data the run trained on, by its fingerprint
+            tracker.log_dataset(task.key, digest, str(task.data_dir), "training")
         tracker.log_params(
             {
                 **identity,
