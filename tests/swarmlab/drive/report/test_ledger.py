@@ -496,13 +496,13 @@ def test_each_row_says_how_each_side_was_tuned_and_a_side_that_did_not_learn_dec
     metrics = reports / "train" / "p" / "metrics.json"
     entries = json.loads(metrics.read_text())
     swept = "sweep s1: 8 trials of 200 steps, chosen on validation: lr=0.001"
-    for name, entry in entries.items():
+    for entry in entries.values():
         entry["tuning"] = swept if entry["model"] == "a" else "pinned"
     metrics.write_text(json.dumps(entries))
     (row,) = annotate_tuning([Ledger(reports, profile="cpu").decide(c)])
     assert row.verdict == SUPPORTED and row.tuning == f"**tuned against untuned**: a: {swept}; b: pinned"
 
-    for name, entry in entries.items():
+    for entry in entries.values():
         entry["tuning"] = "sweep s1: 8 trials of 200 steps; did not learn at this budget: best ... (pinned settings)"
     metrics.write_text(json.dumps(entries))
     (row,) = annotate_tuning([Ledger(reports, profile="cpu").decide(c)])
