@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 
 import pytest
+from ray.tune import Callback
 
 from swarmlab.paths import REPO_ROOT
 
@@ -101,3 +104,57 @@ def test_unreachable_cluster_is_one_line_error(tiny_data, tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip().startswith("error: cannot reach a Ray cluster at 127.0.0.1:")
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+class KillNodeAfterATrialFinished(Callback):
+    """Kills the worker node (its `ray start`, raylet and workers: one process group) once a trial has finished and
+    another reports from a process on that node, and records what the finished trials had reached by then."""
+
+    def __init__(self, node_group: int):
+        self.node_group = node_group
+        self.finished: dict[str, float] = {}  # trial id -> its best validation score when it finished
+        self.at_kill: dict[str, float] | None = None
+        self.killed_trial = None
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.finished[trial.trial_id] = trial.last_result["best_val_accuracy"]
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if self.at_kill is not None or not self.finished:
+            return
+        try:
+            on_worker = os.getpgid(result["pid"]) == self.node_group
+        except ProcessLookupError:
+            return
+        if on_worker:
+            self.at_kill, self.killed_trial = dict(self.finished), trial.trial_id
+            os.killpg(self.node_group, signal.SIGKILL)
+
+
+def test_a_node_killed_mid_sweep_loses_no_finished_trial(tiny_data, tmp_path, monkeypatch):
+    """#37 item 4: a sweep over a head and a worker (a CPU each), the worker node killed while one of its trials runs
+    and after another trial finished: the sweep ends, every trial finished (the cut one again, on the head, from its
+    checkpoint), and the trials finished before the kill keep what they reached."""
+    from pipelines.sweep import sweep
+    from tests.pipelines.conftest import start_loopback_cluster, tiny_params
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlruns.db'}")
+    params = tiny_params(num_samples=4, max_concurrent=2, max_epochs=3, grace_period=3, max_failures=2)
+    with start_loopback_cluster(head_cpus=1, worker_cpus=1) as cluster:
+        killer = KillNodeAfterATrialFinished(cluster.worker.pid)
+        best = sweep(
+            params,
+            options={"data_dir": str(tiny_data)},
+            out_root=tmp_path / "out",
+            report_root=tmp_path / "rep",
+            address=cluster.address,
+            callbacks=[killer],
+        )
+    assert killer.at_kill, "no trial ran on the worker node after one had finished"
+    entry = best["models"]["swarmformer_small"]
+    assert entry["trials"] == 4 and entry["trials_failed"] == 0
+    rows = {r["trial"]: r for r in csv.DictReader(open(tmp_path / "rep" / "imdb" / "summary.csv"))}
+    assert len(rows) == 4 and {r["status"] for r in rows.values()} == {"ok"}, rows
+    assert killer.killed_trial in killer.finished  # the cut trial finished too, after the kill
+    for trial, score in killer.at_kill.items():  # a trial finished before the kill is kept as it was
+        assert killer.finished[trial] == score and float(rows[trial]["best_val_accuracy"]) == pytest.approx(score)
