@@ -193,3 +193,23 @@ def test_a_top_level_train_override_reaches_every_task_that_sets_the_key_itself(
     for key in after["tasks"]:
         for model in after["tasks"][key]["models"]:
             assert train_settings(after, key, model)["lr"] == 1.234e-4, (key, model)
+
+
+def test_params_yaml_survives_dvcs_own_round_trip():
+    """`dvc exp run -S` rewrites params.yaml with ruamel (#38): the file is laid out so that DVC's round trip is the
+    identity, and a `-S` changes the lines it sets and no others (it used to rewrap 682 lines)."""
+    import difflib
+
+    from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update
+
+    text = PARAMS_FILE.read_text()
+    assert dumps_yaml(parse_yaml_for_update(text, "params.yaml")) == text
+    data = parse_yaml_for_update(text, "params.yaml")
+    data["train"]["lr"] = 0.0003  # -S +train.lr=3e-4
+    data["profile"] = "smoke"  # -S profile=smoke
+    changed = [
+        ln
+        for ln in difflib.unified_diff(text.splitlines(), dumps_yaml(data).splitlines(), lineterm="", n=0)
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+    ]
+    assert changed == ["-profile: cpu", "+profile: smoke", "-train: {}", "+train:", "+  lr: 0.0003"], changed
