@@ -34,7 +34,7 @@ def page(bundle: str, vega_lite: str, converter: str) -> str:
         f"<!-- Vega-Lite {vega_lite}, Vega and Vega-Embed inline (vl-convert {converter}): written by "
         "scripts/offline_plots_template.py, so that `dvc plots show` renders offline -->"
     )
-    return PAGE_HTML.replace("{scripts}", f"{note}\n    <script type=\"text/javascript\">\n{bundle}\n</script>")
+    return PAGE_HTML.replace("{scripts}", f'{note}\n    <script type="text/javascript">\n{bundle}\n</script>')
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -52,7 +51,7 @@ def test_dvc_plots_show_draws_offline(tmp_path):
     html = page.read_text(encoding="utf-8")
     assert "cdn.jsdelivr" not in html and "vegaEmbed(" in html
     dom = subprocess.run(
-        [chromium(), *FLAGS, '--host-resolver-rules=MAP * ~NOTFOUND', "--dump-dom", page.as_uri()],
+        [chromium(), *FLAGS, "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
