@@ -157,7 +157,10 @@ def stage_argv(command: str, task: str | None, flags: list[str], special: dict, 
 def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or words[0] in ("-h", "--help", "help"):
-        print(usage())
+        try:
+            print(usage(), flush=True)
+        except BrokenPipeError:  # `swarmlab --help | head`
+            sys.stderr.close()
         return 0
     command, rest = words[0], words[1:]
     if command not in COMMANDS:

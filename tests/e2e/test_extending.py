@@ -33,6 +33,7 @@ from swarmlab.settings import check_config, setting
 class BagConfig:
     vocab_size: int = setting(30522, ge=1)
     num_classes: int = setting(2, ge=1)
+    seq_len: int = setting(256, ge=1)  # what the data fixes for a text model: vocab_size, num_classes, seq_len
     d_model: int = setting(16, ge=1)
 
     def __post_init__(self):

@@ -106,12 +106,26 @@ def test_unreachable_cluster_is_one_line_error(tiny_data, tmp_path):
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` was started, at any depth, by ``ancestor`` (the node's `ray start`: its raylet starts the
+    workers that run the trials), read from /proc."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the field after the state: the parent's pid
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 class KillNodeAfterATrialFinished(Callback):
     """Kills the worker node (its `ray start`, raylet and workers: one process group) once a trial has finished and
     another reports from a process on that node, and records what the finished trials had reached by then."""
 
-    def __init__(self, node_group: int):
-        self.node_group = node_group
+    def __init__(self, node_group: int, last: int):
+        self.node_group, self.last = node_group, last
         self.finished: dict[str, float] = {}  # trial id -> its best validation score when it finished
         self.at_kill: dict[str, float] | None = None
         self.killed_trial = None
@@ -120,13 +134,9 @@ class KillNodeAfterATrialFinished(Callback):
         self.finished[trial.trial_id] = trial.last_result["best_val_accuracy"]
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if self.at_kill is not None or not self.finished:
-            return
-        try:
-            on_worker = os.getpgid(result["pid"]) == self.node_group
-        except ProcessLookupError:
-            return
-        if on_worker:
+        if self.at_kill is not None or not self.finished or result.get("evaluation", 0) >= self.last:
+            return  # only a trial in mid-course: one reporting its last evaluation is as good as finished
+        if descends_from(result["pid"], self.node_group):
             self.at_kill, self.killed_trial = dict(self.finished), trial.trial_id
             os.killpg(self.node_group, signal.SIGKILL)
 
@@ -139,9 +149,9 @@ def test_a_node_killed_mid_sweep_loses_no_finished_trial(tiny_data, tmp_path, mo
     from tests.pipelines.conftest import start_loopback_cluster, tiny_params
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlruns.db'}")
-    params = tiny_params(num_samples=4, max_concurrent=2, max_epochs=3, grace_period=3, max_failures=2)
+    params = tiny_params(num_samples=4, max_concurrent=2, max_epochs=8, grace_period=8, max_failures=2)
     with start_loopback_cluster(head_cpus=1, worker_cpus=1) as cluster:
-        killer = KillNodeAfterATrialFinished(cluster.worker.pid)
+        killer = KillNodeAfterATrialFinished(cluster.worker.pid, last=8)
         best = sweep(
             params,
             options={"data_dir": str(tiny_data)},
