@@ -5,15 +5,13 @@ smoke profile. A guide whose steps are missing one fails here."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.e2e.test_pipeline_e2e import copy_repo
+from tests.e2e.test_pipeline_e2e import copy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -109,14 +107,7 @@ def test_a_new_model_and_a_new_task_run_through_dvc_repro(tmp_path):
         "sweeps/dvc.yaml",
         add_to_foreach((repo / "sweeps/dvc.yaml").read_text(), "sweep", "toy_majority: {data: tasks/toy_majority.py}"),
     )
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns.db'}",
-        "DVC_NO_ANALYTICS": "1",
-        "SWARMLAB_PROGRESS": "0",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    env.pop("SWARMLAB_WORKDIR", None)
+    env = stage_env(tmp_path / "mlruns.db")
     deps = subprocess.run([sys.executable, "-m", "swarmlab.dvcdeps"], cwd=repo, env=env, capture_output=True, text=True)
     assert deps.returncode == 0, deps.stderr
     proc = subprocess.run(

@@ -38,9 +38,9 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def test_smoke_profile_through_dvc(tmp_path):
-    repo = copy_repo(tmp_path / "repo")
-    db = tmp_path / "mlruns.db"
+def stage_env(db: Path) -> dict:
+    """The environment of `dvc` run in a copy: its own MLflow store ``db``, this venv's python on PATH, no bars,
+    and the copy as its own work folder."""
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
@@ -49,6 +49,13 @@ def test_smoke_profile_through_dvc(tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     env.pop("SWARMLAB_WORKDIR", None)
+    return env
+
+
+def test_smoke_profile_through_dvc(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    db = tmp_path / "mlruns.db"
+    env = stage_env(db)
     # the copy is a repository of its own: its evaluations append to its own reports/test_reads.jsonl, which its report
     # stage reads (a dependency in dvc.yaml), not to the tmp log the other tests use (tests/conftest.py)
     env.pop("SWARMLAB_TEST_READ_LOG", None)
