@@ -165,7 +165,7 @@ def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store
     assert "transformer-seed0" in runs_page
 
     papers_page = browse(f"{server}/#/experiments/{papers_exp.experiment_id}/runs", tmp_path, "papers")
-    assert "SwarmFormer-Small [seed000 Table 2]" in papers_page and "51 matching runs" in papers_page
+    assert "SwarmFormer-Small | imdb [seed000 Table 2]" in papers_page and "51 matching runs" in papers_page
 
     query = urllib.parse.urlencode(
         {
@@ -174,6 +174,6 @@ def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store
         }
     )
     compare = browse(f"{server}/#/compare-runs?{query}", tmp_path, "compare", screenshot=True)
-    assert "transformer-seed0" in compare and "SwarmFormer-Small [seed000 Table 2]" in compare
+    assert "transformer-seed0" in compare and "SwarmFormer-Small | imdb [seed000 Table 2]" in compare
     assert "best_val_accuracy" in compare and "test_accuracy" in compare and "0.862" in compare
     assert "Legg & Sturmanis" in compare  # the baseline's citation tag
