@@ -123,6 +123,16 @@ def sweep(
     return best
 
 
+def check_space_syntax(spaces: dict, key: str) -> None:
+    """Every entry of the task's spaces parses (``search_space.parse_spec``: choices, distributions, finite bounds),
+    so that a pinned stage refuses the space a search would refuse, without reading the data."""
+    from swarmlab.drive.sweep.search_space import parse_spec
+
+    for pattern, space in (spaces.get(key) or {}).items():
+        for name, spec in (space or {}).items():
+            parse_spec(f"sweep.spaces.{key}.{pattern}.{name}", spec)
+
+
 def record_pinned(params: dict, task_name: str | None, report_root: Path = REPORT_DIR) -> dict:
     """The stage under ``tuning: pinned``: ``chosen.json`` records the pins; the search's tables (an earlier
     ``--search``'s) are left as they are, or written empty where there are none, so that DVC finds every output."""
@@ -195,6 +205,7 @@ def main(argv=None) -> None:
     if args.num_samples is not None and args.num_samples < 1:
         raise SwarmlabError(f"--num-samples must be >= 1, got {args.num_samples}")
     if not args.search and task_section(params, spec.task.key).tuning == "pinned":
+        check_space_syntax(spec.spaces, spec.task.key)  # what can be checked without the data: a bad space is an error
         record_pinned(params, spec.task.key, Path(args.report_dir))
         return
     sweep(

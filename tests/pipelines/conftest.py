@@ -155,7 +155,8 @@ def ray_local():
 
 
 def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
-    """A params.yaml whose smoke profile sweeps ``space`` (default: the tiny one), for tests that run the CLI."""
+    """A params.yaml whose smoke profile sweeps ``space`` (default: the tiny one), for tests that run the CLI; IMDB's
+    ``tuning`` is ``sweep``, so the CLI searches (under ``pinned`` it would only record the pins) and decides."""
     import yaml
 
     from swarmlab.paths import PARAMS_FILE
@@ -165,6 +166,7 @@ def write_params(folder: Path, space: dict | None = None, **sweep) -> Path:
     smoke = raw["profiles"]["smoke"]
     smoke["train"].update(patience=0)
     smoke["tasks"]["imdb"]["model_overrides"] = {}
+    smoke["tasks"]["imdb"]["tuning"] = "sweep"
     smoke["evaluate"]["batch_size"] = 64
     smoke["sweep"] = {
         "num_samples": 2,
