@@ -86,10 +86,13 @@ def test_a_task_piece_trains_a_changed_setting_again_and_reads_the_test_again_on
     reads = repo / "reports" / "claims" / "evaluate" / "listops" / "test_reads.json"
     assert not any(r["retest"] for r in json.loads(reads.read_text())["reads"])
 
-    line = "      listops: {model_overrides: {d_model: 16}, train: {max_epochs: 1, max_steps: 4, patience: 0},"
-    text = (repo / "params.yaml").read_text()
-    assert text.count(line) == 1
-    (repo / "params.yaml").write_text(text.replace(line, line.replace("patience: 0}", "patience: 0, lr: 2.0e-3}")))
+    from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update  # as `dvc exp run -S` edits it
+
+    raw = parse_yaml_for_update((repo / "params.yaml").read_text(), "params.yaml")
+    smoke = raw["profiles"]["smoke"]["tasks"]["listops"]["train"]
+    assert "lr" not in smoke
+    smoke["lr"] = 2.0e-3
+    (repo / "params.yaml").write_text(dumps_yaml(raw))
 
     refused = _run(repo, "task", "listops")
     out = refused.stdout + refused.stderr
