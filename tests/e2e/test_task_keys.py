@@ -11,7 +11,8 @@ The rules:
   stage per step, named after it, that runs the data stage for that step and writes the step's folder;
 * `sample@` runs exactly the pipeline tasks whose task has its own `sample`;
 * `frontier@` runs pipeline tasks only;
-* sweeps/dvc.yaml's `sweep@` runs exactly the tasks with a search space (`defaults.sweep.spaces`);
+* sweeps/dvc.yaml's `sweep@` runs exactly the tasks with a search space (`defaults.sweep.spaces`), and every task
+  `train@` runs is one of them (`train@` and `evaluate@` depend on what it chose);
 * each `train@` item's `monitor` (the history plot's y) is the task's validation metric.
 """
 
@@ -110,6 +111,11 @@ def test_sweeps_run_every_task_with_a_search_space():
     spaces = set(yaml.safe_load(PARAMS_TEXT)["defaults"]["sweep"]["spaces"])
     assert spaces <= set(SECTIONS)
     assert set(foreach(SWEEPS, "sweep")) == spaces
+    # train@<task> reads what sweep@<task> chose (reports/sweep/<task>/chosen.json): every trained task has one
+    assert set(foreach(DVC, "train")) <= set(foreach(SWEEPS, "sweep"))
+    for stage in ("train", "evaluate"):
+        deps = DVC[stage]["do"]["deps"]
+        assert "reports/sweep/${key}/chosen.json" in deps, (stage, deps)
 
 
 def test_each_history_plot_shows_the_task_monitor():
