@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import os
 import socket
@@ -238,6 +239,8 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float | None = None
     return uri
 
 
+SYSTEM_METRICS_EVERY_S = 5  # MLflow's system metrics of a training run: CPU, memory (and GPU), one sample per 5 s
+
 # The MLflow 3 UI opens an experiment in its GenAI (traces) view unless the experiment says it holds model
 # training runs; with this tag it opens the runs table (#/experiments/<id>/runs).
 TRAINING_VIEW_TAGS = {"mlflow.experimentKind": "custom_model_development"}
@@ -422,12 +425,16 @@ class MlflowTracker:
         parent_run_id: str | None = None,
         tags: dict | None = None,
         uri: str | None = None,
+        system_metrics: bool = False,
     ):
         self.uri = uri or tracking_uri()
         self.run_id = run_id
         self.run_name = run_name
         self.lost: str | None = None  # why the store failed, once it has
+        self.monitor = None
         self._open(experiment, run_name, run_id, parent_run_id, tags)
+        if system_metrics and not self.lost:
+            self._watch_system(resumed=bool(run_id))
 
     @_tolerant
     def _open(self, experiment, run_name, run_id, parent_run_id, tags) -> None:
@@ -448,11 +455,26 @@ class MlflowTracker:
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
             self.run_id = run.info.run_id
 
+    @_tolerant
+    def _watch_system(self, resumed: bool) -> None:
+        """MLflow's own system metrics (CPU and memory use, and the GPU's where pynvml is installed: its System
+        metrics tab), sampled every ``SYSTEM_METRICS_EVERY_S`` by MLflow's monitor thread until ``finish``."""
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not two INFO lines per run
+        self.monitor = SystemMetricsMonitor(
+            self.run_id, sampling_interval=SYSTEM_METRICS_EVERY_S, resume_logging=resumed, tracking_uri=self.uri
+        )
+        self.monitor.start()
+
     def lose(self, exc: BaseException) -> None:
         """Turn tracking off for this run after the store failed with ``exc``: one warning line."""
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         self.lost = f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
         run = self.run_id or self.run_name or "this run"
+        if self.monitor is not None:  # it writes to the same store
+            self.monitor.finish()
+            self.monitor = None
         logger.warning(
             f"warning: tracking store {shown(self.uri)} failed ({self.lost}): MLflow run {run} goes on without "
             f"tracking; its results are in its output folder and the MLflow run stays unfinished"
@@ -513,8 +535,14 @@ class MlflowTracker:
         dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=json.dumps({"uri": source}))
         self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", context)])])
 
-    @_tolerant
     def finish(self, status: str = "FINISHED") -> None:
+        if self.monitor is not None:  # its last samples first: it writes to this run
+            self.monitor.finish()
+            self.monitor = None
+        self._terminate(status)
+
+    @_tolerant
+    def _terminate(self, status: str) -> None:
         self.client.set_terminated(self.run_id, status=status)
 
 

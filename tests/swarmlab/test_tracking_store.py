@@ -4,6 +4,7 @@ must not both migrate it: the second waits for the first (swarmlab.tracking.stor
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 
 from swarmlab.tracking import MlflowTracker, open_client
 
@@ -74,3 +75,24 @@ def test_runs_carry_mlflows_own_source_tags(tmp_path):
     assert tags["mlflow.source.git.commit"] == "def456" and tags["mlflow.source.name"] == "pipelines/sweep.py"
     untracked = MlflowTracker("toy", "m-seed1", uri=uri, tags={"git_commit": "unknown"})
     assert "mlflow.source.git.commit" not in MlflowClient(uri).get_run(untracked.run_id).data.tags
+
+
+def test_a_training_run_gets_mlflows_system_metrics(tmp_path, monkeypatch):
+    """The System metrics tab of a run is filled (#38 item 3): the tracker runs MLflow's monitor until it finishes."""
+    from mlflow.tracking import MlflowClient
+
+    import swarmlab.tracking as tracking
+
+    monkeypatch.setattr(tracking, "SYSTEM_METRICS_EVERY_S", 0.2)
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    watched = MlflowTracker("toy", "m-seed0", uri=uri, system_metrics=True)
+    plain = MlflowTracker("toy", "m-seed1", uri=uri)
+    time.sleep(1.0)
+    watched.finish()
+    plain.finish()
+    assert watched.monitor is None  # stopped, its last samples written
+    metrics = MlflowClient(uri).get_run(watched.run_id).data.metrics
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(metrics), sorted(
+        metrics
+    )
+    assert not any(k.startswith("system/") for k in MlflowClient(uri).get_run(plain.run_id).data.metrics)

@@ -178,6 +178,7 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
             "tuning": run.tuning,
             **context,
         },
+        system_metrics=True,
     )
     atomic_write_text(
         run_file,
