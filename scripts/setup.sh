@@ -11,3 +11,5 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]' \
   --config-settings editable_mode=compat 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import torch, ray, mlflow, dvc, optuna, nltk, tokenizers; print('stack ok: torch', torch.__version__)"
+# DVC's queued and temporary experiments run in copies under .dvc/tmp/exps/: let them see paths.datasets (docs/pipeline.md)
+.venv/bin/python -m swarmlab.dvc_copies || echo "warning: DVC's experiment copies will not find paths.datasets" >&2

@@ -11,6 +11,22 @@ from swarmlab.errors import SwarmlabError
 NOT_CODE = ("reports", "data", "outputs", "dvc.lock")  # tracked paths that are results or DVC's own record
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
+# Where DVC (3.x) makes the copies it runs experiments in: <repo>/.dvc/tmp/exps/<tmp>/ for the queue's workers
+# (`dvc exp run --queue`, `dvc queue start`), <repo>/.dvc/tmp/exps/standalone/<tmp>/ for `dvc exp run --temp`
+COPIES = ((".dvc", "tmp", "exps"), (".dvc", "tmp", "exps", "standalone"))
+
+
+def home_root(root: Path = REPO_ROOT) -> Path:
+    """The repository a DVC experiment copy ``root`` was made from, else ``root`` itself: relative paths to what lies
+    outside the repository (the shared datasets, the default MLflow store) resolve against it, so that a queued or
+    temporary experiment reads and logs where its repository does (swarmlab/dvc_copies.py)."""
+    for parts in sorted(COPIES, key=len, reverse=True):
+        if root.parent.parts[-len(parts) :] == parts:
+            return root.parents[len(parts)]
+    return root
+
+
+HOME_ROOT = home_root()
 # Where stages read and write data/, outputs/, reports/: the repo root, or $SWARMLAB_WORKDIR
 # (a scratch workspace for tests and side experiments that must not touch the DVC-tracked folders).
 WORK_ROOT = Path(os.environ["SWARMLAB_WORKDIR"]).resolve() if os.environ.get("SWARMLAB_WORKDIR") else REPO_ROOT
@@ -33,7 +49,7 @@ def datasets_dir(params: dict | None = None) -> Path:
     configured = os.environ.get("SWARMLAB_DATASETS") or (params or {}).get("paths", {}).get(
         "datasets", "../shared/datasets"
     )
-    path = resolve(configured)
+    path = resolve(configured, HOME_ROOT)
     if not path.is_dir():
         raise SwarmlabError(
             f"datasets folder {path} does not exist: set paths.datasets in params.yaml or SWARMLAB_DATASETS "
@@ -43,8 +59,9 @@ def datasets_dir(params: dict | None = None) -> Path:
 
 
 def tracking_uri() -> str:
-    """``$MLFLOW_TRACKING_URI`` if set, else an absolute sqlite store at the repo root."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlruns.db'}"
+    """``$MLFLOW_TRACKING_URI`` if set, else an absolute sqlite store at the repo root (the repository's own, from a
+    copy DVC made for an experiment: ``home_root``)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{HOME_ROOT / 'mlruns.db'}"
 
 
 def git_commit() -> str:
