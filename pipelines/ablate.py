@@ -36,7 +36,7 @@ from tasks import task_class
 logger = get_logger(__name__)
 
 # the stages a grid point runs as subprocesses (a grid's `stages`: train and evaluate, and the data steps a grid that
-# rebuilds data reruns); swarmlab/dvcdeps.py counts their code as this stage's
+# rebuilds data reruns); swarmlab/drive/dvcdeps.py counts their code as this stage's
 STAGE_MODULES = ("data", "train", "evaluate")
 
 
@@ -130,7 +130,7 @@ def ablate(
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.add_argument("--grid", default=None, help="a grid under `ablations` in params.yaml")
     parser.add_argument("--list", action="store_true", help="list the grids and their points, run nothing")
     parser.add_argument("--points", default=None, help="comma-separated subset of the grid's points (folder names)")

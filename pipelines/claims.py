@@ -41,7 +41,7 @@ from tasks.base import Task
 
 PIECES = ("task", "sample", "grid")
 # the stages a piece runs, each as `python -m pipelines.<stage>` (a grid point runs data, train and evaluate too):
-# their code is the piece's (swarmlab/dvcdeps.py writes it into claims/dvc.yaml)
+# their code is the piece's (swarmlab/drive/dvcdeps.py writes it into claims/dvc.yaml)
 STAGE_MODULES = {
     "task": ("data", "train", "evaluate"),
     "sample": ("sample",),
@@ -134,7 +134,7 @@ def run_piece(
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.set_defaults(profile="claims")
     parser.add_argument("piece", choices=PIECES, help="task, sample or grid")
     parser.add_argument("name", help="a task key (task, sample) or a grid under ablations (grid)")

@@ -24,7 +24,7 @@ from swarmlab.paths import REPORTS_DIR, datasets_dir
 from swarmlab.drive.runs import default_task, make_task, report_dir
 from swarmlab.drive.sections import SECTIONS, section
 from swarmlab.drive.sections import seed as check_seed
-from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import add_task_argument, params_from, stage_parser
 from tasks.base import Task
 
 
@@ -87,8 +87,8 @@ def record_items(task, folder: Path) -> None:
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose data to build")
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "whose data to build")
     parser.add_argument("--step", default=None, help="one step of a task whose data is built in steps (IMDB: tokenize)")
     args = parser.parse_args(argv)
     build(params_from(args), args.task, step=args.step)

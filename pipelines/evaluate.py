@@ -46,7 +46,7 @@ from swarmlab.drive.run_config import build_model
 from swarmlab.drive.runs import report_dir, task_writer, train_dir, write_skipped
 from swarmlab.drive.schedule.scheduler import Job, Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.stage_cli import add_schedule_arguments, add_task_argument, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 
 
@@ -163,10 +163,8 @@ def train_commit(run_dir: Path) -> str | None:
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)"
-    )
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "to evaluate")
     add_schedule_arguments(parser)
     parser.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     parser.add_argument(

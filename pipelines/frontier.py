@@ -26,7 +26,7 @@ from swarmlab.io import atomic_write_text
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.plots import frontier_plot
 from swarmlab.drive.runs import check_stage_serves, default_task, make_task, report_dir
-from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import add_task_argument, params_from, stage_parser
 
 # paper 003 Figure 2: the families of set models; a task of another kind (models.list_models(kind=...)) has no frontier
 SERVES_KIND = "set"
@@ -66,8 +66,8 @@ def frontier(params: dict, task_name: str | None = None, *, report_root: Path = 
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose models to plot")
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "whose models to plot")
     args = parser.parse_args(argv)
     frontier(params_from(args), args.task)
 

@@ -71,7 +71,7 @@ def log_run(result: dict, out_dir: Path, profile: str) -> str | None:
 
 @cli
 def main(argv: list[str] | None = None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.add_argument(
         "--models", nargs="+", default=None, help='model specs, e.g. transformer "swarmformer_small cluster_size=8"'
     )

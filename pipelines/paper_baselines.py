@@ -47,7 +47,7 @@ def run_stage(*, tracking: bool = True, out_dir: Path = OUT_DIR, table: Path = B
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.add_argument("--no-tracking", action="store_true", help="write the table only; log nothing to MLflow")
     args = parser.parse_args(argv)
     params_from(args)  # the params file must be valid like for every stage (the table itself is not in it)

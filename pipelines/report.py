@@ -84,7 +84,7 @@ def write_report(
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.add_argument("--no-mlflow", action="store_true", help="do not read the MLflow store (no run ids or links)")
     args = parser.parse_args(argv)
     result = write_report(params_from(args), mlflow=not args.no_mlflow)

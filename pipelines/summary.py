@@ -45,7 +45,7 @@ def show(reports: Path = REPORTS_DIR) -> str:
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
+    parser = stage_parser(__doc__)
     parser.add_argument("--show", action="store_true", help="print reports/summary.json as a table; compute nothing")
     args = parser.parse_args(argv)
     if not args.show:

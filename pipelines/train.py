@@ -25,7 +25,7 @@ from swarmlab.drive.guard import dry_run
 from swarmlab.drive.runs import report_dir, task_writer, write_skipped
 from swarmlab.drive.schedule.scheduler import Scheduler
 from swarmlab.drive.spec import resolve
-from swarmlab.drive.stage_cli import add_schedule_arguments, params_from, stage_parser
+from swarmlab.drive.stage_cli import add_schedule_arguments, add_task_argument, params_from, stage_parser
 from swarmlab.tracking import check_tracking_uri
 from swarmlab.drive.training.run import REPORT_ROOT, TRAIN_ROOT
 from swarmlab.drive.training.task import train_task
@@ -101,10 +101,8 @@ def train(
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--task", default=None, help="registered task with a tasks.<task> section (default: params `task`)"
-    )
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "to train")
     parser.add_argument(
         "--models", default=None, help="comma-separated subset of registered models (default: tasks.<task>.models)"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -19,6 +20,22 @@ from tests.conftest import REPO_ROOT
 def test_every_command_is_a_stage_module():
     for name, (module, _) in COMMANDS.items():
         assert (REPO_ROOT / (module.replace(".", "/") + ".py")).is_file(), name
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_is_whole_with_examples_and_task_choices(command, capsys):
+    """`--help` shows the docstring's whole first paragraph, its command lines as examples, and the task sections."""
+    module = importlib.import_module(COMMANDS[command][0])
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0
+    description = out.split("\n\n")[1]
+    first_paragraph = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    assert " ".join(description.split()) == first_paragraph, command  # whole, never cut mid-sentence
+    assert f"examples:\n  python -m {COMMANDS[command][0]}" in out, command
+    if COMMANDS[command][1] == "--task":
+        assert "one of imdb," in " ".join(out.split()) and "listops" in out, command
 
 
 def test_words_are_task_overrides_and_flags_in_order():
