@@ -21,17 +21,16 @@ from pathlib import Path
 
 import torch
 
-from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.stage_cli import add_task_argument, params_from, stage_parser
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.drive.runs import check_stage_serves, default_task, report_dir
-from swarmlab.drive.run_config import load_best
+from swarmlab.drive.run_config import load_best, training_run_tracker
 from swarmlab.drive.sections import section, seed
 from swarmlab.drive.spec import resolve
 from swarmlab.engine import resolve_device
 from swarmlab.errors import cli
 from swarmlab.io import atomic_dir, atomic_write_text
-from swarmlab.drive.runs import train_dir
-from swarmlab.tracking import check_tracking_uri, make_tracker, run_title
+from swarmlab.tracking import check_tracking_uri
 from tasks.base import Task
 
 TRAIN_ROOT = OUTPUTS_DIR / "train"
@@ -98,23 +97,7 @@ def sample(
 def log_samples(task, run, folder: Path, train_root: Path) -> None:
     """``folder``'s files as artifacts (``samples/``) of the run's MLflow training run (named in its ``run.json``), or
     of a new run named as training names it when the run recorded none."""
-    run_file = train_dir(task.key, run.name, train_root) / "run.json"
-    run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-    context = {} if run_id else dict(run.context)
-    tracker = make_tracker(
-        True,
-        task.key,
-        run_title(run.name, run.profile, context),
-        run_id=run_id,
-        tags={
-            "profile": run.profile,
-            "model": run.model,
-            "run": run.name,
-            "task": task.key,
-            "seed": run.seed,
-            **context,
-        },
-    )
+    tracker = training_run_tracker(task.key, run, run.name, train_root)
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         tracker.log_artifact(path, "samples")
     tracker.set_tags({"samples": str(folder)})
@@ -123,8 +106,8 @@ def log_samples(task, run, folder: Path, train_root: Path) -> None:
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="task section (tasks.<task>) whose trained models to sample")
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "whose trained models to sample")
     parser.add_argument("--no-tracking", action="store_true", help="do not log the samples to MLflow")
     args = parser.parse_args(argv)
     sample(params_from(args), args.task, tracking=not args.no_tracking)

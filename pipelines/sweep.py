@@ -32,8 +32,8 @@ from pathlib import Path
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR
 from swarmlab.progress import progress_enabled
-from swarmlab.drive.sweep.spec import resolve_sweep
-from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.sweep.spec import SweepSpec, resolve_sweep
+from swarmlab.drive.stage_cli import add_task_argument, params_from, stage_parser
 from swarmlab.drive.sweep.setup import max_evaluations, model_space
 from swarmlab.drive.sweep.tables import write_reports
 from swarmlab.drive.sweep.tune import load_state, sweep_models
@@ -45,6 +45,11 @@ from swarmlab.io import atomic_write_text
 
 SWEEP_DIR = OUTPUTS_DIR / "sweep"
 REPORT_DIR = REPORTS_DIR / "sweep"
+
+
+def check_num_samples(num_samples: int | None) -> None:
+    if num_samples is not None and num_samples < 1:
+        raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
 
 
 def sweep(
@@ -62,16 +67,17 @@ def sweep(
     callbacks=(),
     lines: bool | None = None,
     num_cpus: int | None = None,
+    spec: SweepSpec | None = None,
 ) -> dict:
     """Sweep every requested model on one task; returns the content of ``best_params.json``.
 
     Everything that can be checked without Ray (task, models, spaces, data) is checked before Ray starts. The
     params are read once, here: ``resolve_sweep`` gives the spec the driver, its trials and its tables take.
-    ``options`` replace keys of the task's options (``--data-dir`` sets ``data_dir``).
+    ``options`` replace keys of the task's options (``--data-dir`` sets ``data_dir``). A caller that has resolved the
+    spec already (``main``) passes it as ``spec``.
     """
-    spec = resolve_sweep(params, task_name, models=models, options=options)
-    if num_samples is not None and num_samples < 1:
-        raise SwarmlabError(f"--num-samples must be >= 1, got {num_samples}")
+    spec = spec or resolve_sweep(params, task_name, models=models, options=options)
+    check_num_samples(num_samples)
     task = spec.task.build()
     task.model_kwargs()  # the data's facts (a missing data folder is the first error)
     spaces = {m.model: model_space(m, task, spec.spaces) for m in spec.models}
@@ -157,8 +163,8 @@ def record_pinned(params: dict, task_name: str | None, report_root: Path = REPOR
 
 @cli
 def main(argv=None) -> None:
-    parser = stage_parser(__doc__.splitlines()[0])
-    parser.add_argument("--task", default=None, help="registered task to sweep (default: params `task`)")
+    parser = stage_parser(__doc__)
+    add_task_argument(parser, "to sweep")
     parser.add_argument(
         "--models",
         default=None,
@@ -201,22 +207,21 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     params = params_from(args)
     models = args.models.split(",") if args.models else None
-    spec = resolve_sweep(params, args.task, models=models)  # an unknown task or model, a bad section: one line
-    if args.num_samples is not None and args.num_samples < 1:
-        raise SwarmlabError(f"--num-samples must be >= 1, got {args.num_samples}")
+    options = {"data_dir": str(Path(args.data_dir).resolve())} if args.data_dir else None
+    # an unknown task or model, a bad section: one line, before anything is written
+    spec = resolve_sweep(params, args.task, models=models, options=options)
     if not args.search and task_section(params, spec.task.key).tuning == "pinned":
+        check_num_samples(args.num_samples)
         check_space_syntax(spec.spaces, spec.task.key)  # what can be checked without the data: a bad space is an error
         record_pinned(params, spec.task.key, Path(args.report_dir))
         return
     sweep(
         params,
-        task_name=args.task,
-        models=models,
+        spec=spec,
         num_samples=args.num_samples,
         address=args.address,
         resume=args.resume,
         tracking=not args.no_tracking,
-        options={"data_dir": str(Path(args.data_dir).resolve())} if args.data_dir else None,
         out_root=Path(args.out_dir),
         report_root=Path(args.report_dir),
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -68,9 +69,9 @@ class TextClassificationTask(Task):
         counts = info.get("label_counts")
         if counts is None:
             labels = [
-                read_parquet_checked(self.data_dir / s, ["label"]).column("label").to_pylist() for s in info["shards"]
+                read_parquet_checked(self.data_dir / s, ["label"]).column("label").to_numpy() for s in info["shards"]
             ]
-            counts = [sum(x == c for part in labels for x in part) for c in range(self.num_classes)]
+            counts = np.bincount(np.concatenate(labels).astype(np.int64), minlength=self.num_classes).tolist()
         rows = int(sum(counts))
         return (max(counts) / rows if rows else 0.0), rows
 

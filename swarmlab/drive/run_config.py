@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import json
 import typing
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from swarmlab.drive.records import check_run
 from swarmlab.drive.runs import train_dir
 from swarmlab.drive.sections import EvaluateConfig, section, seed, source_of, task_section
 from swarmlab.settings import check_value, parse
+from swarmlab.tracking import make_tracker, run_title
 from tasks import task_class
 
 # TrainConfig fields read from the `train` section; seed and eval_batch_size come from `seed` and `evaluate`
@@ -190,3 +192,15 @@ def load_best(task, run, train_root: Path = OUTPUTS_DIR / "train"):
     # the run's own best.pt, by this run (model, seed, task, config), trained on today's data
     check_run(task, ckpt.parent, f"dvc repro train@{task.key}", run=run, model_cfg=model.cfg)
     return model
+
+
+def training_run_tracker(task_key: str, run, name: str, train_root: Path, stage: str | None = None):
+    """The MLflow tracker a later stage logs into for ``run`` (a RunSpec named ``name``): its training run, as its
+    ``run.json`` names it, resumed; or a new run named as training names it, when the run recorded none."""
+    run_file = train_dir(task_key, name, train_root) / "run.json"
+    run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
+    context = {} if run_id else dict(run.context)  # names a run only when there is no train run to resume
+    tags = {"profile": run.profile, "model": run.model, "run": name, "task": task_key, "seed": run.seed, **context}
+    if stage:
+        tags["stage"] = stage
+    return make_tracker(True, task_key, run_title(name, run.profile, context), run_id=run_id, tags=tags)

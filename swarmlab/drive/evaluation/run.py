@@ -4,7 +4,6 @@ logged to the run's MLflow training run."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,8 +15,7 @@ from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, git_commit
 from swarmlab.drive.report.testsplit import write_items
 from swarmlab.drive.run_config import load_best
-from swarmlab.drive.runs import train_dir
-from swarmlab.tracking import make_tracker, run_title
+from swarmlab.drive.run_config import training_run_tracker
 
 logger = get_logger(__name__)
 
@@ -80,24 +78,7 @@ def evaluate_one(
     plots = task.report(meter, plots_dir, title=name, name=name)
     write_items(plots_dir.parent, name, meter, meter.batch_times)
     if tracking:
-        run_file = train_dir(task.key, name, train_root) / "run.json"
-        run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
-        context = {} if run_id else dict(run.context)  # names a run only when there is no train run to resume
-        tracker = make_tracker(
-            True,
-            task.key,
-            run_title(name, run.profile, context),
-            run_id=run_id,
-            tags={
-                "profile": run.profile,
-                "model": run.model,
-                "run": name,
-                "stage": "evaluate",
-                "task": task.key,
-                "seed": run.seed,
-                **context,
-            },
-        )
+        tracker = training_run_tracker(task.key, run, name, train_root, stage="evaluate")
         numbers = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         # what the evaluation was run with is a param (MLflow's charts would draw each as a bar of one value)
         tracker.log_params({"evaluate": {k: numbers.pop(k) for k in EVALUATE_CONSTANTS if k in numbers}})
