@@ -299,6 +299,13 @@ class Task(abc.ABC):
         standard errors of it "did not learn at this budget"). None where the monitor has no such floor (a loss)."""
         return None
 
+    def data_inputs(self) -> list[str]:
+        """What ``build_data`` reads besides code, as dvc.yaml's dependencies name it: a folder of the shared datasets
+        as ``${paths.datasets}/<name>`` (its stage is ``data@<key>``), another stage's output by its folder
+        (``data/prepared``); [] (the default) for data made from a seed. dvc.yaml's task lists are generated from it
+        (swarmlab/drive/dvcdeps.py)."""
+        return []
+
     def data_steps(self) -> dict[str, Path]:
         """A task whose data is built in several steps, each a cached stage of its own (IMDB: prepare, augment,
         tokenize), names them here in order, each with the folder it writes; the last writes ``data_dir``. Each

@@ -246,6 +246,9 @@ class ImageGenerationTask(Task):
 
     split_files = "{split}.npz"
 
+    def data_inputs(self) -> list[str]:
+        return [f"${{paths.datasets}}/{self.options.dataset}"]
+
     @property
     def rebuild_hint(self) -> str:
         return f"python -m pipelines.data --task {self.key} (dvc repro data@{self.key})"

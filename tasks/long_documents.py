@@ -391,6 +391,9 @@ class LraTextTask(LongDocumentTask):
     def source_info(self) -> dict:
         return {"source": str(self.path(self.options.source_dir)), "encoding": "utf-8 bytes + 3 (tasks/long_data.py)"}
 
+    def data_inputs(self) -> list[str]:
+        return [self.options.source_dir]
+
     def make_splits(self, datasets: Path, seed: int):
         o = self.options
         folder = self.path(o.source_dir)

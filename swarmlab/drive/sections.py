@@ -66,6 +66,9 @@ class TaskSection:
     # How the models' settings are chosen (swarmlab/drive/tuning.py): "pinned" = as written here; "sweep" = each model's
     # by its sweep on validation (reports/sweep/<key>/chosen.json, a dependency of train@, evaluate@ and sample@)
     tuning: str = setting("pinned", choices=("pinned", "sweep"))
+    # Whether dvc.yaml runs the task: its task lists (train@, evaluate@, derive@/data@, sample@, sweep@) are generated
+    # from the sections that say true (python -m swarmlab.drive.dvcdeps); false for a template or bring-your-own-data task
+    pipeline: bool = True
 
     def __post_init__(self):
         check(self, "tasks.<key>")

@@ -1,4 +1,4 @@
-"""DVC tells the truth: every stage declares exactly the code it imports (generated: swarmlab/dvcdeps.py) and the
+"""DVC tells the truth: every stage declares exactly the code it imports (generated: swarmlab/drive/dvcdeps.py) and the
 override sections it reads.
 
 (The end-to-end test in test_pipeline_e2e.py edits each documented override and checks that `dvc status`
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from swarmlab import dvcdeps
+from swarmlab.drive import dvcdeps
 from swarmlab.drive.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
 
@@ -53,10 +53,10 @@ TEMPLATES = [  # each stage as written (a foreach stage once, its `${item.x}` de
 
 @pytest.mark.parametrize(("name", "stage"), TEMPLATES, ids=[n for n, _ in TEMPLATES])
 def test_stage_declares_exactly_the_code_it_imports(name, stage):
-    """The code deps are generated (swarmlab/dvcdeps.py): what the command imports, no more and no less, so that DVC
-    reruns a stage when its code changed and only then. After a code change: python -m swarmlab.dvcdeps."""
+    """The code deps are generated (swarmlab/drive/dvcdeps.py): what the command imports, no more and no less, so that DVC
+    reruns a stage when its code changed and only then. After a code change: python -m swarmlab.drive.dvcdeps."""
     declared = [d for d in stage.get("deps", []) if dvcdeps.is_code(d)]
-    assert declared == dvcdeps.code_deps(stage["cmd"]), f"{name}: run python -m swarmlab.dvcdeps"
+    assert declared == dvcdeps.code_deps(stage["cmd"]), f"{name}: run python -m swarmlab.drive.dvcdeps"
 
 
 def test_the_generated_deps_cover_every_file_a_stage_imports():

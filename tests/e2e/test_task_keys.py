@@ -1,10 +1,9 @@
-"""The task keys are written in several places (params.yaml `defaults.tasks`, the `foreach` lists of dvc.yaml and
-sweeps/dvc.yaml, the train stage's monitors): each list must follow from params.yaml by a stated rule, so that a
-task added, renamed or removed in one place and not in another fails here instead of silently leaving a stage out.
+"""The task keys are written once, as params.yaml's `defaults.tasks` sections; the `foreach` lists of dvc.yaml and
+sweeps/dvc.yaml (and the train stage's monitors) are generated from them and the task classes
+(`python -m swarmlab.drive.dvcdeps`, `task_lists`). The first test checks that the files are current; the others check
+the generated lists against the rules, stated apart from the generator:
 
-The rules:
-
-* the pipeline's tasks are the sections of `defaults.tasks` except those whose line says `not in dvc.yaml`
+* the pipeline's tasks are the sections of `defaults.tasks` except those that say `pipeline: false`
   (`toy_counting`, the template; `arxiv11`, bring your own copy): `train@` and `evaluate@` run exactly these;
 * `derive@` and `data@` build the data of exactly the pipeline tasks whose task has its own `build_data` in one step,
   each task in one of the two; a task built in steps (`Task.data_steps`: IMDB's prepare, augment, tokenize) has a
@@ -18,12 +17,12 @@ The rules:
 
 from __future__ import annotations
 
-import re
 
 import pytest
 import yaml
 
 from swarmlab.drive.params import load_params
+from swarmlab.drive.dvcdeps import regenerate_lists, task_lists
 from swarmlab.drive.runs import make_task
 from tasks import task_class
 from tasks.base import Task
@@ -41,8 +40,8 @@ def foreach(stages: dict, name: str) -> dict:
 
 
 def off_pipeline() -> set[str]:
-    """Sections whose key line in params.yaml carries the comment `not in dvc.yaml`."""
-    return {key for key in SECTIONS if re.search(rf"^    {key}:.*#.*not in dvc\.yaml", PARAMS_TEXT, flags=re.M)}
+    """Sections that say `pipeline: false`."""
+    return {key for key, section in SECTIONS.items() if section.get("pipeline") is False}
 
 
 def task_of(key: str) -> type:
@@ -58,6 +57,13 @@ STEPPED = {  # pipeline task -> its data steps (step -> folder), empty for a tas
 }
 
 
+@pytest.mark.parametrize("name", ["dvc.yaml", "sweeps/dvc.yaml"])
+def test_the_task_lists_are_the_generated_ones(name):
+    text = (REPO_ROOT / name).read_text()
+    _, changed = regenerate_lists(text, task_lists()[name])
+    assert not changed, f"{name}: the task lists of {changed} are not current: python -m swarmlab.drive.dvcdeps"
+
+
 def test_the_off_pipeline_tasks_are_the_documented_ones():
     assert off_pipeline() == {"toy_counting", "arxiv11"}  # a new one must say so in params.yaml, and here
 
@@ -66,8 +72,8 @@ def test_the_off_pipeline_tasks_are_the_documented_ones():
 def test_train_and_evaluate_run_every_pipeline_task(stage):
     keys = set(foreach(DVC, stage))
     assert keys == PIPELINE, (
-        f"dvc.yaml {stage}@ runs {sorted(keys)}, params.yaml's pipeline tasks are {sorted(PIPELINE)}: add the missing "
-        f"ones to the foreach, or mark a section `# ... not in dvc.yaml` in params.yaml"
+        f"dvc.yaml {stage}@ runs {sorted(keys)}, params.yaml's pipeline tasks are {sorted(PIPELINE)}: "
+        f"python -m swarmlab.drive.dvcdeps, or say `pipeline: false` in the section"
     )
 
 

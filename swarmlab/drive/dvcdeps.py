@@ -1,8 +1,10 @@
-"""The code dependencies of every DVC stage, generated from what its command imports (issue 36), so that no list of
-files is kept by hand and DVC reruns exactly the stages a code change touches.
+"""The generated parts of dvc.yaml, sweeps/dvc.yaml and claims/dvc.yaml (issue 36): every stage's code dependencies,
+from what its command imports, and the task lists of the per-task stages, from params.yaml's task sections and the
+task classes, so that no list of files or of task keys is kept by hand and DVC reruns exactly the stages a change
+touches.
 
-    python -m swarmlab.dvcdeps            rewrite the code deps of dvc.yaml, sweeps/dvc.yaml and claims/dvc.yaml
-    python -m swarmlab.dvcdeps --check    exit 1, naming each stage whose declared code deps are not the generated ones
+    python -m swarmlab.drive.dvcdeps            rewrite the code deps and the task lists
+    python -m swarmlab.drive.dvcdeps --check    exit 1, naming each stage whose deps or task list is not the generated one
 
 A stage's code is every repository file its command's module imports, transitively, including imports inside
 functions (``ast``, no import is executed), and:
@@ -14,6 +16,21 @@ functions (``ast``, no import is executed), and:
 
 A folder whose every ``.py`` file is in the set is written as the folder (``models``, ``swarmlab/engine``), the rest
 file by file; what a stage reads besides code (data folders, ``${...}`` paths) stays as written, after the code.
+
+The task lists (``foreach:``) follow from the sections of ``defaults.tasks`` whose ``pipeline`` is true, in their
+order, and from each section's task (``task_lists``):
+
+* ``train@`` and ``evaluate@``: every such task, with its data folder (``Task.data_dir``; for a task that makes its
+  data as it reads it, its module) and, for train's history plot, its validation metric (``val_<Task.monitor>``);
+* ``derive@`` and ``data@``: the tasks with a ``build_data`` of their own built in one step (a task built in steps,
+  ``Task.data_steps``, has a fixed stage per step: IMDB's prepare, augment, tokenize); ``data@`` those that read a
+  folder of the shared datasets (``Task.data_inputs``: ``${paths.datasets}/<source>``), ``derive@`` the others, with
+  what they read (another stage's folder) or else the module that makes their data;
+* ``sample@``: the tasks with a ``sample`` of their own;
+* sweeps/dvc.yaml's ``sweep@``: the tasks with a search space (``defaults.sweep.spaces``).
+
+``frontier@`` is a choice, not a rule (the figure paper 003 draws): its list stays as written, checked by
+tests/e2e/test_task_keys.py.
 """
 
 from __future__ import annotations
@@ -24,6 +41,7 @@ import re
 import sys
 from pathlib import Path
 
+from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT
 
 PIPELINES = ("dvc.yaml", "sweeps/dvc.yaml", "claims/dvc.yaml")
@@ -175,22 +193,93 @@ def regenerate(text: str, root: Path = REPO_ROOT) -> tuple[str, list[str]]:
     return "\n".join(out), changed
 
 
+def task_lists(root: Path = REPO_ROOT) -> dict[str, dict[str, dict[str, dict[str, str]]]]:
+    """``{pipeline file: {stage: {task key: item}}}``: the generated ``foreach`` of every per-task stage."""
+    import inspect
+
+    import yaml
+
+    from swarmlab.drive.params import load_params
+    from swarmlab.drive.runs import make_task
+    from tasks import task_class
+    from tasks.base import Task
+
+    sections = yaml.safe_load((root / "params.yaml").read_text())["defaults"]
+    params = load_params(root / "params.yaml")
+    keys = [key for key, section in sections["tasks"].items() if (section or {}).get("pipeline", True)]
+    lists: dict[str, dict] = {"train": {}, "evaluate": {}, "derive": {}, "data": {}, "sample": {}}
+    for key in keys:
+        cls = task_class(sections["tasks"][key].get("task") or key)
+        task = make_task(params, key, root=root)
+        made_by = Path(inspect.getfile(cls)).resolve().relative_to(root.resolve()).as_posix()
+        try:
+            data = task.data_dir.relative_to(root).as_posix()
+        except SwarmlabError:  # data made as it is read (tasks/toy.py): the module that makes it is what it reads
+            data = made_by
+        lists["train"][key] = {"data": data, "monitor": f"val_{task.monitor}"}
+        lists["evaluate"][key] = {"data": data}
+        if cls.build_data is not Task.build_data and not task.data_steps():
+            inputs = task.data_inputs()
+            if inputs and inputs[0].startswith("${paths.datasets}/"):
+                if data != f"data/{key}":
+                    raise ValueError(f"task {key}: data@ writes data/{key}, its data_dir is {data}")
+                lists["data"][key] = {"source": inputs[0].removeprefix("${paths.datasets}/")}
+            else:
+                lists["derive"][key] = {"data": data, "input": inputs[0] if inputs else made_by}
+        if cls.sample is not Task.sample:
+            lists["sample"][key] = {"data": data}
+    spaces = sections.get("sweep", {}).get("spaces", {})
+    unswept = [key for key in keys if key not in spaces]
+    if unswept:  # train@<key> depends on what sweep@<key> chose (reports/sweep/<key>/chosen.json)
+        raise ValueError(f"tasks {unswept} have no search space: add defaults.sweep.spaces.<key> to params.yaml")
+    sweeps = {key: {"data": lists["evaluate"][key]["data"]} for key in keys}
+    return {"dvc.yaml": lists, "sweeps/dvc.yaml": {"sweep": sweeps}}
+
+
+def _foreach_block(lines: list[str], stage: str) -> tuple[int, int, str]:
+    """(start, end, indent) of the item lines of ``stage``'s ``foreach:`` mapping."""
+    for i, line in enumerate(lines):
+        if re.match(rf"^  {re.escape(stage)}:\s*(#.*)?$", line) and re.match(r"^    foreach:\s*$", lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and re.match(r"^      \S", lines[j]):
+                j += 1
+            return i + 2, j, "      "
+    raise ValueError(f"no stage {stage!r} with a foreach mapping")
+
+
+def regenerate_lists(text: str, lists: dict[str, dict[str, dict[str, str]]]) -> tuple[str, list[str]]:
+    """``text`` (a dvc.yaml) with the ``foreach`` items of the stages in ``lists`` generated; the stages changed."""
+    lines = text.split("\n")
+    changed = []
+    for stage, items in lists.items():
+        start, end, indent = _foreach_block(lines, stage)
+        new = [f"{indent}{key}: {{{', '.join(f'{k}: {v}' for k, v in item.items())}}}" for key, item in items.items()]
+        if lines[start:end] != new:
+            changed.append(stage)
+            lines[start:end] = new
+    return "\n".join(lines), changed
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a file is not current")
     args = parser.parse_args(argv)
     stale = 0
+    lists = task_lists()
     for name in PIPELINES:
         path = REPO_ROOT / name
         text = path.read_text()
         new, changed = regenerate(text)
         for cmd in changed:
             print(f"{name}: `{cmd}` declares other code deps than it imports", file=sys.stderr)
-        stale += len(changed)
-        if changed and not args.check:
+        new, changed_lists = regenerate_lists(new, lists.get(name, {}))
+        for stage in changed_lists:
+            print(f"{name}: {stage}@'s task list is not the generated one", file=sys.stderr)
+        stale += len(changed) + len(changed_lists)
+        if (changed or changed_lists) and not args.check:
             path.write_text(new)
     if args.check and stale:
-        print(f"error: {stale} stage(s) not current: python -m swarmlab.dvcdeps", file=sys.stderr)
+        print(f"error: {stale} stage(s) not current: python -m swarmlab.drive.dvcdeps", file=sys.stderr)
         return 1
     return 0
 
