@@ -14,64 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError, cli
+from swarmlab.mlflow_ui import CHROMIUM_FLAGS, mlflow_server
 
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--virtual-time-budget=25000",
-    "--window-size=1400,1000",
-]
+FLAGS = [*CHROMIUM_FLAGS, "--virtual-time-budget=25000", "--window-size=1400,1000"]
 TRIES = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(db: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            [*cmd, "--backend-store-uri", f"sqlite:///{db}"],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, base
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGTERM)
-    raise SwarmlabError(f"the MLflow server did not start: {log.read_text()[-500:]}")
 
 
 @cli
@@ -109,35 +60,33 @@ def main(argv: list[str] | None = None) -> None:
             "mlflow_run_charts.png": f"{run}/model-metrics?workflowType=machine_learning",
             "mlflow_system_metrics.png": f"{run}/system-metrics?workflowType=machine_learning",
         }
-        proc, base = serve(db, Path(tmp) / "server.log")
         staged = Path(tempfile.mkdtemp(prefix=".shots-", dir=args.out.parent if args.out.parent.is_dir() else "."))
         try:
-            for name, page in pages.items():
-                # charts load after the page, each by its own request, and a busy machine can leave them as spinners
-                # when the screenshot is taken: of TRIES first visits, keep the fullest picture (the largest PNG)
-                shots = []
-                for k in range(TRIES):
-                    shot = staged / f"{k}-{name}"
-                    profile = f"--user-data-dir={Path(tmp) / f'{k}-{name}'}"
-                    cmd = [chromium, *FLAGS, profile, f"--screenshot={shot}", base + "/" + page]
-                    subprocess.run(cmd, capture_output=True, timeout=180)
-                    if shot.is_file() and shot.stat().st_size > 10_000:
-                        shots.append(shot)
-                if not shots:
-                    raise SwarmlabError(f"Chromium made no screenshot of {base}/{page}")
-                best = max(shots, key=lambda p: p.stat().st_size)
-                size = best.stat().st_size
-                best.rename(staged / name)
-                for extra in shots:
-                    extra.unlink(missing_ok=True)
-                print(f"{name}: {page} ({size:,} bytes, the largest of {len(shots)})")
-            args.out.mkdir(parents=True, exist_ok=True)
-            for shot in staged.iterdir():
-                os.replace(shot, args.out / shot.name)
+            with mlflow_server(db, Path(tmp) / "server.log") as base:
+                for name, page in pages.items():
+                    # charts load after the page, each by its own request, and a busy machine can leave them as spinners
+                    # when the screenshot is taken: of TRIES first visits, keep the fullest picture (the largest PNG)
+                    shots = []
+                    for k in range(TRIES):
+                        shot = staged / f"{k}-{name}"
+                        profile = f"--user-data-dir={Path(tmp) / f'{k}-{name}'}"
+                        cmd = [chromium, *FLAGS, profile, f"--screenshot={shot}", base + "/" + page]
+                        subprocess.run(cmd, capture_output=True, timeout=180)
+                        if shot.is_file() and shot.stat().st_size > 10_000:
+                            shots.append(shot)
+                    if not shots:
+                        raise SwarmlabError(f"Chromium made no screenshot of {base}/{page}")
+                    best = max(shots, key=lambda p: p.stat().st_size)
+                    size = best.stat().st_size
+                    best.rename(staged / name)
+                    for extra in shots:
+                        extra.unlink(missing_ok=True)
+                    print(f"{name}: {page} ({size:,} bytes, the largest of {len(shots)})")
+                args.out.mkdir(parents=True, exist_ok=True)
+                for shot in staged.iterdir():
+                    os.replace(shot, args.out / shot.name)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
     print(f"wrote {len(pages)} screenshots of {args.experiment} (run {runs[0].info.run_name}) to {args.out}")
 
 

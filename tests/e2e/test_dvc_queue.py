@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.conftest import SHARED_DATASETS
-from tests.e2e.test_pipeline_e2e import copy_repo, stage_env
+from tests.e2e.test_pipeline_e2e import GIT_IDENTITY, copy_repo, stage_env
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,7 @@ def test_temporary_and_queued_experiments_read_the_shared_datasets(tmp_path):
     # relative path (which DVC shows as `../shared/datasets/imdb` in the workspace but `shared/datasets/imdb` in a
     # commit: the README's command hides the workspace row, where that one column would differ)
     dvc(repo, env, "repro", "prepare")
-    git_env = {
-        **env,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
+    git_env = {**env, **GIT_IDENTITY}
     subprocess.run(["git", "add", "-A"], cwd=repo, env=git_env, check=True)
     subprocess.run(["git", "commit", "-qm", "prepare"], cwd=repo, env=git_env, check=True)
 

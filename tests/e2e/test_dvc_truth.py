@@ -15,6 +15,7 @@ import yaml
 from swarmlab.drive import dvcdeps
 from swarmlab.drive.params import OVERRIDE_SECTIONS
 from tests.conftest import REPO_ROOT
+from tests.e2e.test_pipeline_e2e import GIT_IDENTITY
 
 PIPELINES = [REPO_ROOT / p for p in dvcdeps.PIPELINES]
 CLAIMS = "claims/dvc.yaml"  # the claims profile's pieces: they read profiles.claims, whatever `profile` is active
@@ -138,14 +139,7 @@ def _tiny_repo_with(tmp_path, stage_name: str):
     import sys
 
     dvc = str(Path(sys.executable).with_name("dvc"))
-    env = {
-        **os.environ,
-        "DVC_NO_ANALYTICS": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", **GIT_IDENTITY}
     sh = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
     shutil.copy(REPO_ROOT / "params.yaml", tmp_path / "params.yaml")
     declared = next(stage for _, name, stage in STAGES if name == stage_name)

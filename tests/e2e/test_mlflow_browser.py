@@ -14,33 +14,21 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from swarmlab.mlflow_ui import CHROMIUM_FLAGS, mlflow_server
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("SWARMLAB_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--virtual-time-budget=20000",
-]
+FLAGS = [*CHROMIUM_FLAGS, "--virtual-time-budget=20000"]
 
 
 def chromium() -> str:
@@ -52,12 +40,6 @@ def chromium() -> str:
             pytrace=False,
         )
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def page_text(dom: str) -> str:
@@ -109,50 +91,8 @@ def store(tmp_path):
 @pytest.fixture
 def server(store, tmp_path):
     """The light MLflow server (one worker, no job runner) on a free port of 127.0.0.1."""
-    port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{store}",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the MLflow server did not answer /health within 120 s"
-            time.sleep(0.5)
+    with mlflow_server(store, tmp_path / "server.log") as base:
         yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its worker: the process group it was started in
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_the_mlflow_ui_shows_our_run_a_metric_and_a_paper_baseline(server, store, tmp_path):

@@ -16,6 +16,15 @@ from tests.conftest import REPO_ROOT, SHARED_DATASETS
 pytestmark = pytest.mark.slow
 
 
+# who commits in a test's throwaway repository (CI's machine has no git identity)
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
 def copy_repo(dest: Path) -> Path:
     """The working tree's tracked and untracked-but-not-ignored files, as a fresh one-commit git repo."""
     files = subprocess.run(
@@ -26,13 +35,7 @@ def copy_repo(dest: Path) -> Path:
         if src.is_file() and not name.startswith(("data/", "reports/")) and name != "dvc.lock":
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
+    env = {**os.environ, **GIT_IDENTITY}
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
         subprocess.run(cmd, cwd=dest, check=True, env=env)
     return dest
