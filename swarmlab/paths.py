@@ -8,7 +8,8 @@ from pathlib import Path
 
 from swarmlab.errors import SwarmlabError
 
-NOT_CODE = ("reports", "data", "outputs", "dvc.lock")  # tracked paths that are results or DVC's own record
+# tracked paths that are results or DVC's own record (every dvc.lock: sweeps/dvc.lock is rewritten by `dvc repro`)
+NOT_CODE = ("reports", "data", "outputs", "**/dvc.lock")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PARAMS_FILE = REPO_ROOT / "params.yaml"
 # Where DVC (3.x) makes the copies it runs experiments in: <repo>/.dvc/tmp/exps/<tmp>/ for the queue's workers
@@ -66,7 +67,7 @@ def tracking_uri() -> str:
 
 def git_commit() -> str:
     """The commit every run records: ``<sha>``, ``-dirty`` when tracked *code* differs from it (files under reports/,
-    data/, outputs/ and dvc.lock do not count); ``$SWARMLAB_GIT_COMMIT`` wins; ``unknown`` outside git. One function
+    data/, outputs/ and any dvc.lock do not count); ``$SWARMLAB_GIT_COMMIT`` wins; ``unknown`` outside git. One function
     for every writer (``code_commit`` below); readers use ``swarmlab.drive.report.provenance``."""
     return code_commit(REPO_ROOT)
 
@@ -79,7 +80,7 @@ def code_commit(root: Path) -> str:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
-        excludes = [f":(exclude){p}" for p in NOT_CODE]
+        excludes = [f":(exclude,glob){p}" for p in NOT_CODE]  # glob: `**/` matches no folder too
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excludes],
             cwd=root,

@@ -283,6 +283,32 @@ def test_outside_git_the_commit_comes_from_the_environment(tmp_path, monkeypatch
     assert paths.git_commit() == "b45e467"
 
 
+def test_a_run_is_dirty_when_code_differs_never_when_results_or_a_dvc_lock_do(tmp_path, monkeypatch):
+    """`-dirty` says the code a run ran differs from its commit: results (reports/, data/, outputs/) and DVC's records
+    (dvc.lock, sweeps/dvc.lock, which `dvc repro` rewrites) never make it so (65 runs said "code differed" for a
+    rewritten sweeps/dvc.lock)."""
+    import subprocess
+
+    from swarmlab.paths import code_commit
+
+    monkeypatch.delenv("SWARMLAB_GIT_COMMIT", raising=False)
+    files = ["reports/t/metrics.json", "data/x.bin", "outputs/y", "dvc.lock", "sweeps/dvc.lock", "code.py"]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=tmp_path, check=True)
+    clean = code_commit(tmp_path)
+    assert len(clean) == 40, clean
+    for f in files[:-1]:
+        (tmp_path / f).write_text("2\n")
+    assert code_commit(tmp_path) == clean
+    (tmp_path / "code.py").write_text("2\n")
+    assert code_commit(tmp_path) == clean + "-dirty"
+
+
 def test_seeds_make_one_run_per_model_and_seed_each_seeded_as_alone(tmp_path):
     """`tasks.<task>.seeds` trains every model under each seed: run names, folders and metrics carry the seed, and a
     seed's run starts from the same weights as that seed alone would."""
