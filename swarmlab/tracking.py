@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -215,6 +216,7 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float | None = None
     - no scheme (MLflow would take it for the deprecated file store) or an unknown one: refused.
     """
     uri = uri or tracking_uri()
+    system_metrics_switch()  # a bad MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING is this check's error too
     timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     parsed = urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
@@ -240,6 +242,22 @@ def check_tracking_uri(uri: str | None = None, *, timeout_s: float | None = None
 
 
 SYSTEM_METRICS_EVERY_S = 5  # MLflow's system metrics of a training run: CPU, memory (and GPU), one sample per 5 s
+SYSTEM_METRICS_ENV = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"  # MLflow's own switch, honoured when set
+# what a logged model (MLflow's pyfunc over a checkpoint) needs where it is loaded, beside this project itself
+MODEL_REQUIREMENTS = ("mlflow", "torch", "numpy", "pyyaml")
+
+
+def system_metrics_switch() -> bool | None:
+    """``$MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`` as MLflow reads it (true/false, 1/0; None when unset): set, it
+    decides whether a training run samples system metrics (they are on by default); anything else is one line."""
+    raw = os.environ.get(SYSTEM_METRICS_ENV)
+    if raw is None or raw.strip() == "":
+        return None
+    value = raw.strip().lower()
+    if value not in ("true", "false", "1", "0"):
+        raise SwarmlabError(f"{SYSTEM_METRICS_ENV}={raw!r}: use true or false (1 or 0)")
+    return value in ("true", "1")
+
 
 # The MLflow 3 UI opens an experiment in its GenAI (traces) view unless the experiment says it holds model
 # training runs; with this tag it opens the runs table (#/experiments/<id>/runs).
@@ -336,6 +354,7 @@ class NullTracker:
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
     def set_tags(self, tags: dict) -> None: ...
     def log_dataset(self, name: str, digest: str, source: str, context: str) -> None: ...
+    def log_model(self, name: str, code: Path, artifacts: dict, example, output, step: int, metadata: dict) -> None: ...
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
@@ -407,7 +426,9 @@ def _tolerant(method):
 
 
 class MlflowTracker:
-    """One MLflow run. Resume an existing run with ``run_id``; nest under ``parent_run_id``.
+    """One MLflow run. Resume an existing run with ``run_id`` (with ``keep_end_time`` it ends when it had ended, so
+    a later stage's results leave its Duration alone); nest under ``parent_run_id``. ``system_metrics``: MLflow's
+    monitor samples CPU and memory until ``finish``, unless ``$MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`` is false.
 
     A store that fails once the run is under way (a server that died, a full or read-only disk, a corrupted database)
     does not stop the run: the tracker logs one warning naming the store and the cause and records nothing more
@@ -426,18 +447,21 @@ class MlflowTracker:
         tags: dict | None = None,
         uri: str | None = None,
         system_metrics: bool = False,
+        keep_end_time: bool = False,
     ):
         self.uri = uri or tracking_uri()
         self.run_id = run_id
         self.run_name = run_name
         self.lost: str | None = None  # why the store failed, once it has
         self.monitor = None
-        self._open(experiment, run_name, run_id, parent_run_id, tags)
-        if system_metrics and not self.lost:
+        self.end_time: int | None = None  # set when a resumed run keeps its own end (its Duration): keep_end_time
+        self._open(experiment, run_name, run_id, parent_run_id, tags, keep_end_time)
+        switch = system_metrics_switch()
+        if system_metrics and switch is not False and not self.lost:
             self._watch_system(resumed=bool(run_id))
 
     @_tolerant
-    def _open(self, experiment, run_name, run_id, parent_run_id, tags) -> None:
+    def _open(self, experiment, run_name, run_id, parent_run_id, tags, keep_end_time) -> None:
         import mlflow  # mlflow: heavy, and only a tracked run needs it
 
         mlflow.set_tracking_uri(self.uri)  # so artifact logging resolves the same store
@@ -445,6 +469,8 @@ class MlflowTracker:
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = exp.experiment_id if exp else self.create_experiment(self.client, self.uri, experiment)
         if run_id:
+            if keep_end_time:
+                self.end_time = self.client.get_run(run_id).info.end_time
             self.client.update_run(run_id, status="RUNNING")
         else:
             all_tags = {k: str(v) for k, v in with_source(tags or {}).items()}  # a REST store wants strings
@@ -535,6 +561,31 @@ class MlflowTracker:
         dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=json.dumps({"uri": source}))
         self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", context)])])
 
+    @_tolerant
+    def log_model(self, name: str, code: Path, artifacts: dict, example, output, step: int, metadata: dict) -> None:
+        """An MLflow model ``name`` of this run, logged from ``code`` (MLflow's models-from-code: the file that builds it from
+        ``artifacts``, a name -> local file mapping), with the signature of ``example`` -> ``output`` and ``example``
+        as its input example, linked to the run at ``step`` (MLflow gives the model the run's metrics at that step):
+        the run's Models column and the experiment's Models page. Requirements are pinned to what is installed
+        (nothing inferred: MLflow would load the model once more to guess them)."""
+        import mlflow  # mlflow: heavy, and only a tracked run needs it
+        from mlflow.models import Model, infer_signature
+
+        mlflow.set_experiment(experiment_id=self.experiment_id)  # the logged model's experiment is the run's
+        Model.log(
+            artifact_path=None,  # deprecated in MLflow 3 for `name`, still positional in Model.log
+            name=name,
+            flavor=mlflow.pyfunc,
+            run_id=self.run_id,
+            step=step,
+            python_model=str(code),
+            artifacts=artifacts,
+            signature=infer_signature(example, output),
+            input_example=example,
+            pip_requirements=[f"{d}=={version(d)}" for d in MODEL_REQUIREMENTS],
+            metadata=metadata,
+        )
+
     def finish(self, status: str = "FINISHED") -> None:
         if self.monitor is not None:  # its last samples first: it writes to this run
             self.monitor.finish()
@@ -543,7 +594,9 @@ class MlflowTracker:
 
     @_tolerant
     def _terminate(self, status: str) -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        # a run resumed to log a later stage's results (evaluate, sample) ends when it ended: MLflow's Duration is
+        # its training's, not training to evaluation (evaluation's latency and throughput are its metrics)
+        self.client.set_terminated(self.run_id, status=status, end_time=self.end_time)
 
 
 def make_tracker(enabled: bool, experiment: str, run_name: str, **kwargs):

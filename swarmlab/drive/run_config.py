@@ -196,11 +196,14 @@ def load_best(task, run, train_root: Path = OUTPUTS_DIR / "train"):
 
 def training_run_tracker(task_key: str, run, name: str, train_root: Path, stage: str | None = None):
     """The MLflow tracker a later stage logs into for ``run`` (a RunSpec named ``name``): its training run, as its
-    ``run.json`` names it, resumed; or a new run named as training names it, when the run recorded none."""
+    ``run.json`` names it, resumed (ending when it had ended: its Duration stays its training's); or a new run named as
+    training names it, when the run recorded none."""
     run_file = train_dir(task_key, name, train_root) / "run.json"
     run_id = json.loads(run_file.read_text()).get("run_id") if run_file.is_file() else None
     context = {} if run_id else dict(run.context)  # names a run only when there is no train run to resume
     tags = {"profile": run.profile, "model": run.model, "run": name, "task": task_key, "seed": run.seed, **context}
     if stage:
         tags["stage"] = stage
-    return make_tracker(True, task_key, run_title(name, run.profile, context), run_id=run_id, tags=tags)
+    return make_tracker(
+        True, task_key, run_title(name, run.profile, context), run_id=run_id, tags=tags, keep_end_time=True
+    )

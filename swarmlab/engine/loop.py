@@ -35,6 +35,7 @@ from swarmlab.tracking import NullTracker
 
 logger = get_logger(__name__)
 HEARTBEAT_S = 30.0  # at most this long without a line during training, when no progress bar is shown
+NOT_CURVES = ("evaluation", "step", "event", "backtracks")  # history.csv columns MLflow gets no curve of
 LOSS_STRIDE, LOSS_EVERY_S = 10, 2.0  # the per-step loss curve: a point at a multiple of 10 steps, at most every 2 s
 
 
@@ -301,9 +302,9 @@ class _Fit:
         p.history.append(row)
         p.stopped = stop
         save_checkpoint(loop, cfg, self.identity)
-        self.tracker.log_metrics(
-            {k: v for k, v in row.items() if k not in ("evaluation", "step", "event")}, step=p.step
-        )
+        # curves on the optimizer step; the history's counters (evaluation, backtracks so far) and its event are not
+        # curves: a run's backtracks is one tag at its end (swarmlab/drive/training/run.py)
+        self.tracker.log_metrics({k: v for k, v in row.items() if k not in NOT_CURVES}, step=p.step)
         logger.info(
             f"{desc}eval {p.evaluation}  step {p.step}"
             + ("" if self.endless else f"  epoch {row['epoch']}")

@@ -228,15 +228,20 @@ def test_smoke_profile_through_dvc(tmp_path):
     # MLflow's own Source and Version columns (#38); an evaluation's settings are params, not one-value charts
     assert run.data.tags["mlflow.source.git.commit"] == run.data.tags["git_commit"]
     assert run.data.tags["mlflow.source.name"] == "pipelines/train.py"
-    assert not {"seed", "num_params", "test_rows", "batch_size", "batches"} & set(run.data.metrics)
+    assert not {"seed", "num_params", "test_rows", "batch_size", "batches", "best_step", "backtracks"} & set(
+        run.data.metrics
+    )
+    assert run.data.tags["best_step"] == str(training["best_step"]) and run.data.tags["backtracks"] == "0"
     assert run.data.params["evaluate.batches"] and run.data.params["evaluate.test_rows"]
     (data,) = run.inputs.dataset_inputs  # MLflow's Datasets column: the tokenized data, by its fingerprint (#38)
     assert data.dataset.name == "imdb" and data.dataset.digest
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {
-        "training_curve.png",
-        "run_spec.yaml",
-        "checkpoint",
-        "confusion_swarmformer_small-seed0.png",
-    } <= artifacts
+    assert {"training_curve.png", "run_spec.yaml", "confusion_swarmformer_small-seed0.png"} <= artifacts
+    # the best checkpoint is the run's MLflow model (#38), its inputs what the text models read
+    (output,) = run.outputs.model_outputs
+    import mlflow.pyfunc
+
+    mlflow.set_tracking_uri(f"sqlite:///{db}")
+    signature = mlflow.pyfunc.load_model(f"models:/{output.model_id}").metadata.signature
+    assert signature.inputs.input_names() == ["input_ids", "attention_mask"] and output.step == training["best_step"]
     assert exp.artifact_location.startswith(tmp_path.as_uri())  # beside the database, not under the cwd

@@ -6,6 +6,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 
+import pytest
+
 from swarmlab.tracking import MlflowTracker, open_client
 
 PROCESSES = 4
@@ -96,3 +98,46 @@ def test_a_training_run_gets_mlflows_system_metrics(tmp_path, monkeypatch):
         metrics
     )
     assert not any(k.startswith("system/") for k in MlflowClient(uri).get_run(plain.run_id).data.metrics)
+
+
+def test_system_metrics_follow_mlflows_own_switch(tmp_path, monkeypatch):
+    """MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false turns a training run's system metrics off; a value MLflow would not
+    read is the store check's one line, before any output is touched."""
+    from swarmlab.errors import SwarmlabError
+    from swarmlab.tracking import check_tracking_uri
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+    off = MlflowTracker("toy", "m-seed0", uri=uri, system_metrics=True)
+    assert off.monitor is None
+    off.finish()
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "TRUE")
+    on = MlflowTracker("toy", "m-seed1", uri=uri, system_metrics=True)
+    assert on.monitor is not None
+    on.finish()
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "sometimes")
+    with pytest.raises(SwarmlabError, match="MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING='sometimes': use true or false"):
+        check_tracking_uri(uri)
+
+
+def test_a_later_stage_leaves_the_training_runs_duration_alone(tmp_path):
+    """evaluate and sample log into the training run (keep_end_time): it ends when its training ended, so MLflow's
+    Duration is the training's; a resumed training (a sweep trial's, a longer run's) ends anew."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    train = MlflowTracker("toy", "m-seed0", uri=uri)
+    train.finish()
+    trained = client.get_run(train.run_id).info.end_time
+    time.sleep(0.05)
+    evaluate = MlflowTracker("toy", run_id=train.run_id, uri=uri, keep_end_time=True)
+    assert client.get_run(train.run_id).info.status == "RUNNING"
+    evaluate.log_metrics({"test_accuracy": 0.5})
+    evaluate.finish()
+    info = client.get_run(train.run_id).info
+    assert info.end_time == trained and info.status == "FINISHED"
+    time.sleep(0.05)
+    again = MlflowTracker("toy", run_id=train.run_id, uri=uri)
+    again.finish()
+    assert client.get_run(train.run_id).info.end_time > trained

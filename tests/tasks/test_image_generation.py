@@ -372,3 +372,29 @@ def test_data_train_evaluate_sample_end_to_end(tmp_path, monkeypatch):
     (data,) = run.inputs.dataset_inputs  # MLflow's Datasets column: the data trained on, by its fingerprint
     assert data.dataset.name == "mnist" and len(data.dataset.digest) >= 16
     assert [(t.key, t.value) for t in data.tags] == [("mlflow.data.context", "training")]
+    # the best checkpoint as an MLflow model (#38): listed as the run's output, loaded by MLflow from its own copy
+    # (models from code, weights_only), predicting what load_best's model does on validation items, dict and all
+    (output,) = run.outputs.model_outputs
+    logged_model = client.get_logged_model(output.model_id)
+    assert output.step == trained["best_step"] and logged_model.source_run_id == run.info.run_id
+    assert logged_model.experiment_id == run.info.experiment_id
+    assert logged_model.name == "mnist-swarm_transformer_small-seed0"
+    import mlflow.pyfunc
+    import torch
+
+    from swarmlab.drive.run_config import load_best
+    from swarmlab.drive.spec import resolve
+
+    loaded = mlflow.pyfunc.load_model(f"models:/{output.model_id}")
+    assert sorted(loaded.metadata.get_input_schema().input_names()) == ["label", "pixels"]
+    assert loaded.metadata.get_output_schema().input_names() == ["logits", "nats"]
+    spec = resolve(params, "evaluate", "mnist")
+    task = spec.task.build()
+    best = load_best(task, spec.runs[0], out_root).eval()
+    val = task.eval_data("val", best.cfg).get_batch(torch.arange(5))
+    predicted = loaded.predict({"pixels": val["pixels"].numpy(), "label": val["label"].numpy()})
+    with torch.inference_mode():
+        direct = task.forward(best, val)
+    assert np.array_equal(predicted["logits"], direct["logits"].numpy())
+    assert np.array_equal(predicted["nats"], direct["nats"].numpy())
+    assert {a.path for a in client.list_artifacts(run.info.run_id)}.isdisjoint({"checkpoint"})  # not twice

@@ -14,8 +14,7 @@ from swarmlab.drive.evaluation.measure import measure, peak_memory_mb
 from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, git_commit
 from swarmlab.drive.report.testsplit import write_items
-from swarmlab.drive.run_config import load_best
-from swarmlab.drive.run_config import training_run_tracker
+from swarmlab.drive.run_config import load_best, training_run_tracker
 
 logger = get_logger(__name__)
 

@@ -176,17 +176,17 @@ def run_trial(config: dict, ctx: TrialContext) -> None:
             tune.report(
                 {**metrics, **best_metrics(result.best), **extra}, checkpoint=Checkpoint.from_directory(str(work))
             )
+        # how far a trial got (the scheduler cuts some) and its best validation results are metrics, sortable in the
+        # runs table; the step of its best and its backtracks are tags, as a training run's
         tracker.log_metrics(
             {
-                "best_step": result.best_step,
                 "evaluations": len(result.history),
                 "steps": result.steps,
                 "train_time_s": result.train_time_s,
-                "backtracks": result.backtracks,
                 **{f"best_val_{k}": v for k, v in result.best_val.items()},
             }
         )
-        tracker.set_tags({"stopped": result.stopped})
+        tracker.set_tags({"stopped": result.stopped, "best_step": result.best_step, "backtracks": result.backtracks})
         tracker.finish()
     finally:
         shutil.rmtree(work, ignore_errors=True)

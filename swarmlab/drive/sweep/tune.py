@@ -298,12 +298,13 @@ def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
     parent.log_metrics(
         {
             **best["metrics"],
-            "best_step": best["best_step"],
             "trials": len(rows),
             "trials_failed": sum(r["status"] == "error" for r in rows),
         }
     )
-    parent.set_tags({"best_trial_id": best["trial"], "best_run_id": best["mlflow_run_id"] or ""})
+    parent.set_tags(
+        {"best_trial_id": best["trial"], "best_run_id": best["mlflow_run_id"] or "", "best_step": best["best_step"]}
+    )
     parent.finish()
     train_kw, model_kw = space.split(best["params"])
     return {

@@ -15,11 +15,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
 import yaml
 
 from swarmlab import plots
 from swarmlab.batches import check_batch_fits
-from swarmlab.engine import CHECKPOINT, fit
+from swarmlab.engine import BEST, CHECKPOINT, fit, load_checkpoint, load_weights
 from swarmlab.errors import SwarmlabError
 from swarmlab.drive.guard import check_outcome
 from swarmlab.io import atomic_write_text, swap_into_place
@@ -139,7 +140,7 @@ def _train_in(
         tracker.finish("FAILED")
         raise
     summary = _summary(run, result, data, resources)
-    _finish_run(task, run, result, summary, tracker, work, final, report_root, tracking)
+    _finish_run(task, run, result, summary, tracker, val_ds, work, final, report_root, tracking)
     return summary
 
 
@@ -251,9 +252,27 @@ def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
     }
 
 
-def _finish_run(task, run: RunSpec, result, summary: dict, tracker, work: Path, final: Path, report_root, tracking):
-    """Artifacts to MLflow (curve, the run's spec, checkpoint, history), the summary, the seal, then the swap into
-    place and the DVC plot's copy of the history."""
+def _log_model(task, run: RunSpec, result, tracker, val_ds, run_dir: Path, spec_file: Path) -> None:
+    """The run's best checkpoint as an MLflow model (swarmlab/drive/training/logged_model.py), checked first: loaded
+    back as MLflow will load it, it predicts what the stage's own model with those weights does on two validation
+    items. Linked to the run at its best step. The RNG is left as it was."""
+    from swarmlab.drive.training.logged_model import CODE, checked_example  # mlflow.pyfunc: only a tracked run
+
+    with torch.random.fork_rng():
+        reference = build_model(run.model, task, dict(run.overrides))
+        load_weights(reference, load_checkpoint(run_dir / BEST), run_dir / BEST)
+        reference.eval()
+        example, output, artifacts = checked_example(task, reference, val_ds, run_dir, spec_file)
+    metadata = {"task": task.key, "model": run.model, "seed": run.seed, "git_commit": git_commit()}
+    name = f"{task.key}-{run.name}"  # the Models page lists every task's models together: each says its task
+    tracker.log_model(name, CODE, artifacts, example, output, step=result.best_step, metadata=metadata)
+
+
+def _finish_run(
+    task, run: RunSpec, result, summary: dict, tracker, val_ds, work: Path, final: Path, report_root, tracking
+):
+    """Artifacts to MLflow (curve, the run's spec, the best checkpoint as a model, history), the summary, the seal,
+    then the swap into place and the DVC plot's copy of the history."""
     out_dir = work  # renamed to `final` once the reports are written
     if tracking:
         with tempfile.TemporaryDirectory() as tmp:
@@ -265,16 +284,12 @@ def _finish_run(task, run: RunSpec, result, summary: dict, tracker, work: Path, 
             resolved.write_text(yaml.safe_dump(run.to_dict(), sort_keys=False))
             tracker.log_artifact(curve)
             tracker.log_artifact(resolved)
-        tracker.log_artifact(out_dir / "best.pt", "checkpoint")
+            _log_model(task, run, result, tracker, val_ds, out_dir, resolved)
         tracker.log_artifact(out_dir / "history.csv")
-        tracker.log_metrics(
-            {
-                "best_step": result.best_step,
-                "backtracks": result.backtracks,
-                **{f"best_val_{k}": v for k, v in result.best_val.items()},
-            }
-        )
-        tracker.set_tags({"stopped": result.stopped})
+        # how the run ended are tags (MLflow draws a metric logged once as a one-bar chart); its best validation
+        # results are metrics, for the runs table's columns and sorting
+        tracker.log_metrics({f"best_val_{k}": v for k, v in result.best_val.items()})
+        tracker.set_tags({"stopped": result.stopped, "best_step": result.best_step, "backtracks": result.backtracks})
     atomic_write_text(out_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")  # the record metrics.json is made of
     seal_run(work)  # run.json: best.pt's hash, which evaluate and sample check
     swap_into_place(work, final)  # the new run replaces the previous one only now
