@@ -1,10 +1,10 @@
 """Screenshots of the MLflow UI on a store, for docs/tracking.md: where a fresh browser lands, the runs table, a run's
-charts and its system metrics (issue 38's "report in your note").
+overview, charts and system metrics, and its logged model (issue 38's "report in your note").
 
 The store is copied first (the UI may write an experiment's tags), served by the light MLflow server on a free port
 of 127.0.0.1, and photographed by headless Chromium (Debian's `chromium`, or $SWARMLAB_CHROMIUM), each page in a
 fresh profile, as a first visit sees it. The run is the experiment's latest. The PNGs are written to a temporary
-sibling of ``--out`` and moved in when all four exist.
+sibling of ``--out`` and moved in when all of them exist.
 
     python scripts/mlflow_screenshots.py --store mlruns.db --experiment clustering_direct [--out docs/images]
 """
@@ -54,12 +54,17 @@ def main(argv: list[str] | None = None) -> None:
         if not runs:
             raise SwarmlabError(f"experiment {args.experiment!r} in {args.store} has no runs")
         run = f"#/experiments/{exp.experiment_id}/runs/{runs[0].info.run_id}"
+        ml = "?workflowType=machine_learning"  # the UI's Model training mode (docs/tracking.md: where MLflow lands)
         pages = {
             "mlflow_fresh_browser.png": f"#/experiments/{exp.experiment_id}",
-            "mlflow_runs.png": f"#/experiments/{exp.experiment_id}?workflowType=machine_learning",
-            "mlflow_run_charts.png": f"{run}/model-metrics?workflowType=machine_learning",
-            "mlflow_system_metrics.png": f"{run}/system-metrics?workflowType=machine_learning",
+            "mlflow_runs.png": f"#/experiments/{exp.experiment_id}{ml}",
+            "mlflow_run_overview.png": f"{run}{ml}",
+            "mlflow_run_charts.png": f"{run}/model-metrics{ml}",
+            "mlflow_system_metrics.png": f"{run}/system-metrics{ml}",
         }
+        outputs = runs[0].outputs.model_outputs if runs[0].outputs else []
+        if outputs:  # a training run's best checkpoint, as its MLflow model
+            pages["mlflow_logged_model.png"] = f"#/experiments/{exp.experiment_id}/models/{outputs[0].model_id}{ml}"
         staged = Path(tempfile.mkdtemp(prefix=".shots-", dir=args.out.parent if args.out.parent.is_dir() else "."))
         try:
             with mlflow_server(db, Path(tmp) / "server.log") as base:
