@@ -10,6 +10,7 @@ one module under pipelines/ that reaches another, and it is no stage itself.)
     swarmlab evaluate imdb
     swarmlab report
     swarmlab claims task imdb                             # = python -m pipelines.claims task imdb
+    swarmlab ui                                           # the MLflow UI on mlruns.db, its artifacts re-rooted
 
 Each command runs the stage module of the same name (``pipelines/<stage>.py``, the code ``dvc repro`` runs); its
 flags (``--resume``, ``--no-tracking``, ``--parallel N``...) pass through, and ``swarmlab <command> --help`` shows them.
@@ -56,6 +57,7 @@ COMMANDS = {
     "paper-baselines": ("pipelines.paper_baselines", None),
     "summary": ("pipelines.summary", None),
     "report": ("pipelines.report", None),
+    "ui": ("swarmlab.mlflow_ui", None),  # no stage: serves the MLflow UI on the store the stages write
 }
 TOP_LEVEL = ("train", "augment")  # params.yaml's top-level override sections (swarmlab.drive.params.OVERRIDE_SECTIONS)
 SHOWN = "params.yaml + overrides"  # how the copy is named in messages
@@ -186,13 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stage = importlib.import_module(module)
     try:
-        stage.main(stage_argv(command, task, flags, special, params_file))
+        rc = stage.main(stage_argv(command, task, flags, special, params_file))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     finally:
         if tmp is not None:
             tmp.cleanup()
-    return 0
+    return rc if isinstance(rc, int) else 0  # a stage returns None; `ui` the server's exit status
 
 
 def write_overrides(folder: Path, overrides: dict[str, str], profile: str | None) -> str:
