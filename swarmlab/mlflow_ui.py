@@ -51,7 +51,10 @@ def free_port() -> int:
 def server_command(db: Path, host: str, port: int) -> tuple[list[str], dict]:
     """The light MLflow server on sqlite store ``db``: one worker, no job runner (docs/tracking.md); argv and env."""
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", host, "--port", str(port), "--workers", "1"]
-    return [*cmd, "--backend-store-uri", f"sqlite:///{db}"], {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    return [*cmd, "--backend-store-uri", f"sqlite:///{db}"], {
+        **os.environ,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
 
 
 @contextlib.contextmanager
@@ -141,8 +144,7 @@ def reroot_artifacts(db: Path) -> list[str]:
                         continue
                     # a plain prefix test: LIKE would read the "_" of names such as clustering_direct as a wildcard
                     conn.execute(
-                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
-                        f"WHERE substr({column}, 1, ?) = ?",
+                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
                         (new_uri + "/", len(location) + 2, len(location) + 1, location + "/"),
                     )
                 moved.append(f"{name}: {location} -> {new_uri}")

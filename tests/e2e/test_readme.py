@@ -34,3 +34,19 @@ def test_every_link_resolves_and_the_readme_stays_short():
 def test_the_two_commands_exist():
     for script in ("scripts/repro.sh", ".ci/run"):
         assert f"bash {script}" in README and (REPO_ROOT / script).is_file()
+
+
+def test_the_style_check_stops_the_test_command(tmp_path):
+    """.ci/run's ruff lines, run as the script runs them (bash, set -euo pipefail) with a ruff whose format check
+    fails: the script stops there with ruff's status (a `format && check` line let the failure through)."""
+    import subprocess
+
+    lines = [line for line in (REPO_ROOT / ".ci/run").read_text().splitlines() if "ruff " in line]
+    assert any("ruff format --check" in line for line in lines) and any("ruff check" in line for line in lines)
+    (tmp_path / ".venv/bin").mkdir(parents=True)
+    fake = tmp_path / ".venv/bin/ruff"
+    fake.write_text('#!/bin/sh\nif [ "$1" = format ]; then echo "would reformat" >&2; exit 1; fi\nexit 0\n')
+    fake.chmod(0o755)
+    script = "set -euo pipefail\n" + "\n".join(lines) + "\necho reached the tests\n"
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and "reached the tests" not in done.stdout, (done.returncode, done.stdout)

@@ -66,7 +66,9 @@ def test_a_moved_store_keeps_its_artifacts_and_new_runs_land_beside_it(tmp_path)
     assert model.artifact_location.startswith((tmp_path / "b" / "mlartifacts" / "imdb").as_uri() + "/")
     import mlflow.artifacts
 
-    got = mlflow.artifacts.download_artifacts(artifact_uri=model.artifact_location + "/note.txt", dst_path=str(tmp_path))
+    got = mlflow.artifacts.download_artifacts(
+        artifact_uri=model.artifact_location + "/note.txt", dst_path=str(tmp_path)
+    )
     assert open(got).read() == "kept"
     new = MlflowTracker("imdb", "imdb-seed1", uri=uri)  # a later run of the moved store writes beside it
     assert client.get_run(new.run_id).info.artifact_uri.startswith((tmp_path / "b" / "mlartifacts").as_uri())
@@ -131,9 +133,11 @@ def test_ui_re_roots_then_serves_the_store_and_prints_each_experiments_runs(tmp_
     served = []
     monkeypatch.setattr(subprocess, "call", lambda cmd, env: served.append((cmd, env)) or 3)
     assert swarmlab(["ui", "--store", str(db), "--port", "5999"]) == 3  # the server's exit status
-    (cmd, env), = served
+    ((cmd, env),) = served
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "5999"
-    assert cmd[-2:] == ["--backend-store-uri", f"sqlite:///{db}"] and env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert (
+        cmd[-2:] == ["--backend-store-uri", f"sqlite:///{db}"] and env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    )
     out = capsys.readouterr().out
     assert out.count("re-rooted ") == 2
     ids = dict(sqlite3.connect(db).execute("SELECT name, experiment_id FROM experiments").fetchall())
