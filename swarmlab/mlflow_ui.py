@@ -22,6 +22,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -202,9 +203,8 @@ def port_number(text: str) -> int:
 
 @cli
 def main(argv: list[str] | None = None) -> int:
-    from swarmlab.drive.stage_cli import help_parts
-
-    description, _ = help_parts(__doc__)
+    first = __doc__.strip().split("\n\n")[0]  # the description: the docstring's first paragraph, whole
+    description = textwrap.fill(" ".join(first.split()), width=100)
     examples = "\n".join(line[2:] for line in __doc__.splitlines() if line.startswith("    swarmlab "))
     parser = argparse.ArgumentParser(
         prog="swarmlab ui",
