@@ -137,11 +137,7 @@ def table(rows: list, res: dict, params: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds after one warm-up (default 5)")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--only", default="", help="comma-separated model names (default: every row)")
-    ap.add_argument("--quick", action="store_true", help="tiny inputs (real widths and depths), one round")
-    ap.add_argument("--profile", default="claims", help="params.yaml profile of the shapes (default claims)")
+    family_step.row_arguments(ap)
     ap.add_argument("--mode", default="default", choices=MODES, help="torch.compile mode (default: default)")
     args = ap.parse_args(argv)
     only = {m for m in args.only.split(",") if m}

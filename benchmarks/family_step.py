@@ -328,13 +328,18 @@ def cpu_line() -> str:
     return f"CPU: {name}; {isa}; torch capability {torch.backends.cpu.get_cpu_capability()}; {os.cpu_count()} cores"
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def row_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of a benchmark over this table's rows (this one and benchmarks/compile_step.py)."""
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds after one warm-up (default 5)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     ap.add_argument("--only", default="", help="comma-separated model names (default: every row)")
     ap.add_argument("--quick", action="store_true", help="tiny inputs (real widths and depths), one round")
     ap.add_argument("--profile", default="claims", help="params.yaml profile of the shapes (default claims)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    row_arguments(ap)
     args = ap.parse_args(argv)
     only = {m for m in args.only.split(",") if m}
     unknown = sorted(only - {m for _, m in ROWS})
