@@ -57,24 +57,16 @@ if not hasattr(family_step, "ROWS"):
 MODES = ("default", "max-autotune-no-cudagraphs")  # inductor's CPU modes (reduce-overhead is CUDA graphs)
 
 
-def inputs_of(step) -> tuple:
-    """The inputs a family_step step closure feeds its model (``swarmlab.bench.train_step``'s ``inputs``)."""
-    cells = dict(zip(step.__code__.co_freevars, (c.cell_contents for c in step.__closure__)))
-    return cells["inputs"]
-
-
 def build(row, mode: str):
-    """(eager model, compiled model), both our model from seed 0: ``family_step.build_pair``'s first."""
-    eager, _ = family_step.build_pair(row)
-    twin, _ = family_step.build_pair(row)
-    return eager, compiled(twin, mode)
+    """(eager model, compiled model), both our model from seed 0."""
+    return family_step.build_ours(row), compiled(family_step.build_ours(row), mode)
 
 
-def output_gap(row, params: dict, mode: str) -> float:
+def output_gap(row, mode: str) -> float:
     """Max |eager - compiled| of a fresh pair's eval-mode outputs on the row's inputs (the image model's: pixels and
     labels, as the step feeds it)."""
     eager, fast = build(row, mode)
-    inputs = inputs_of(family_step.make_step(row, eager, params))
+    inputs, _ = family_step.row_batch(row)
     eager.eval(), fast.eval()
     with torch.no_grad():
         a, b = eager(*inputs), fast(*inputs)
@@ -110,7 +102,7 @@ def measure(rows: list, params: dict, rounds: int, mode: str) -> dict:
         for key, step in entries:
             res["times"][key].append(timed(step))
     for i, row in enumerate(rows):
-        res["gap"][i] = output_gap(row, params, mode)
+        res["gap"][i] = output_gap(row, mode)
     return res
 
 
@@ -140,11 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     family_step.row_arguments(ap)
     ap.add_argument("--mode", default="default", choices=MODES, help="torch.compile mode (default: default)")
     args = ap.parse_args(argv)
-    only = {m for m in args.only.split(",") if m}
-    names = list(dict.fromkeys(m for _, m in family_step.ROWS))
-    unknown = sorted(only - set(names))
-    if unknown:
-        ap.error(f"--only: {unknown} are not rows of the table ({', '.join(names)})")
+    only = family_step.only_models(ap, args.only)
     if args.rounds < 1:
         ap.error("--rounds: at least 1")
     compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")

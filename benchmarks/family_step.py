@@ -223,10 +223,15 @@ REFERENCES = {  # our model's name -> (reference name, builder from our model's 
 }
 
 
+def build_ours(row: Row) -> nn.Module:
+    """Our model of the row, seeded as in every pair."""
+    torch.manual_seed(0)
+    return create_model(row.model, **row.overrides)
+
+
 def build_pair(row: Row) -> tuple[nn.Module, nn.Module | None]:
     """Our model and its reference (None where there is none), both seeded the same."""
-    torch.manual_seed(0)
-    ours = create_model(row.model, **row.overrides)
+    ours = build_ours(row)
     if row.model not in REFERENCES:
         return ours, None
     torch.manual_seed(0)
@@ -240,8 +245,8 @@ def num_params(model: nn.Module) -> int:
 # ---- one train step per model ----------------------------------------------------------------------------------
 
 
-def make_step(row: Row, model: nn.Module, params: dict):
-    """One train step of ``model`` on the row's random inputs, with the task's optimizer and clipping."""
+def row_batch(row: Row) -> tuple[tuple, torch.Tensor]:
+    """The row's random inputs (as its model is called) and labels, the same at every call."""
     g = torch.Generator().manual_seed(0)
     B = row.shape["B"]
     if row.kind == "text":
@@ -250,14 +255,19 @@ def make_step(row: Row, model: nn.Module, params: dict):
             torch.randint(3, row.overrides["vocab_size"], (B, L), generator=g),
             torch.ones(B, L, dtype=torch.bool),
         )
-        labels = torch.randint(0, row.overrides["num_classes"], (B,), generator=g)
-    elif row.kind == "set":
+        return inputs, torch.randint(0, row.overrides["num_classes"], (B,), generator=g)
+    if row.kind == "set":
         N, K = row.shape["N"], row.overrides["dim_output"]
         inputs = (torch.randn(B, N, 2, generator=g), torch.ones(B, N, dtype=torch.bool))  # one N per batch: all real
-        labels = torch.randint(0, K, (B,) if row.task == "clustering_mog" else (B, N), generator=g)  # per set / entity
-    else:
-        pixels = torch.randint(0, 256, (B, *row.shape["image"]), generator=g)
-        inputs, labels = (pixels, torch.randint(0, 10, (B,), generator=g)), pixels.permute(0, 2, 3, 1)
+        return inputs, torch.randint(0, K, (B,) if row.task == "clustering_mog" else (B, N), generator=g)
+    pixels = torch.randint(0, 256, (B, *row.shape["image"]), generator=g)
+    return (pixels, torch.randint(0, 10, (B,), generator=g)), pixels.permute(0, 2, 3, 1)
+
+
+def make_step(row: Row, model: nn.Module, params: dict):
+    """One train step of ``model`` on the row's random inputs, with the task's optimizer and clipping."""
+    inputs, labels = row_batch(row)
+    if row.kind == "image":
         # logits (B, 256, C, H, W) as the task's loss reads them, (B, H, W, C, 256): a view of their memory, no copy
         model = Adapter(model, lambda m, pixels, y: m(pixels, y).permute(0, 3, 4, 2, 1))
     tc = train_config(params, row.task, row.model)
@@ -337,14 +347,20 @@ def row_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile", default="claims", help="params.yaml profile of the shapes (default claims)")
 
 
+def only_models(ap: argparse.ArgumentParser, text: str) -> set[str]:
+    """``--only``'s models; a name that is no row of the table is the parser's error."""
+    only = {m for m in text.split(",") if m}
+    unknown = sorted(only - {m for _, m in ROWS})
+    if unknown:
+        ap.error(f"--only: {unknown} are not rows of the table ({', '.join(dict.fromkeys(m for _, m in ROWS))})")
+    return only
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     row_arguments(ap)
     args = ap.parse_args(argv)
-    only = {m for m in args.only.split(",") if m}
-    unknown = sorted(only - {m for _, m in ROWS})
-    if unknown:
-        ap.error(f"--only: {unknown} are not rows of the table ({', '.join(dict.fromkeys(m for _, m in ROWS))})")
+    only = only_models(ap, args.only)
     torch.set_num_threads(args.threads)
     params = load_params(profile=args.profile)
     rows = resolve_rows(params, only, args.quick)
