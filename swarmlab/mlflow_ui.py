@@ -8,7 +8,8 @@ MLflow 3.17 stores each experiment's artifact location as an absolute ``file://`
 absolute when the experiment is created), so a store moved or copied with its repository would still point at the
 old folder: the UI would show no artifacts, and new runs would write into the other checkout. ``swarmlab ui``
 re-roots the experiments this project created (``<store folder>/mlartifacts/<experiment>``) to the store's own
-folder before serving. Also here: the server and headless Chromium's flags that tests/e2e/test_mlflow_browser.py and
+folder before serving (``swarmlab.tracking.reroot_artifacts``, which every stage's tracker also runs when it opens
+the store). Also here: the server and headless Chromium's flags that tests/e2e/test_mlflow_browser.py and
 scripts/mlflow_screenshots.py use.
 """
 
@@ -28,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from swarmlab.errors import SwarmlabError, cli
+from swarmlab.tracking import reroot_artifacts
 
 # headless, no sandbox (root in a container), nothing fetched but the page; each caller adds its own window size and
 # virtual-time budget (how long the page's scripts may run before the DOM is read or the screenshot taken)
@@ -94,64 +96,6 @@ def mlflow_server(db: Path, log: Path, timeout_s: float = 120):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-
-
-ARTIFACTS = "mlartifacts"  # where swarmlab.tracking.MlflowTracker.create_experiment puts an experiment's artifacts
-# the columns that hold a location under an experiment's artifact location (runs, logged models, registered versions)
-UNDER_EXPERIMENT = (
-    ("runs", "artifact_uri"),
-    ("logged_models", "artifact_location"),
-    ("model_versions", "source"),
-    ("model_versions", "storage_location"),
-)
-
-
-def _local(location: str) -> Path | None:
-    """The folder of a local artifact location (``file://`` URI or plain absolute path); None for remote ones."""
-    if location.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
-        return Path(unquote(urlparse(location).path))
-    return Path(location) if location.startswith("/") else None
-
-
-def reroot_artifacts(db: Path) -> list[str]:
-    """Point every experiment of store ``db`` whose artifacts this project placed (``<folder>/mlartifacts/<name>``)
-    at ``<db's folder>/mlartifacts/<name>``, with its runs' and models' locations, in one transaction. An experiment
-    is left as it is when its location is already there, is not of that form, or is still there while the new place
-    is missing (a store copied without its artifacts). Returns one line per experiment moved."""
-    home = (db.parent / ARTIFACTS).resolve()
-    moved = []
-    conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=30)
-    try:
-        with conn:  # one transaction: all re-rooted, or none
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "experiments" not in tables:
-                raise SwarmlabError(f"{db} is not an MLflow store (no experiments table)")
-            rows = conn.execute("SELECT experiment_id, name, artifact_location FROM experiments").fetchall()
-            for experiment_id, name, location in rows:
-                old = _local(location or "")
-                if old is None or old.parent.name != ARTIFACTS or old.parent == home:
-                    continue
-                new = home / old.name
-                if not new.exists() and old.exists():
-                    continue
-                new_uri = new.as_uri()
-                conn.execute(
-                    "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new_uri, experiment_id)
-                )
-                for table, column in UNDER_EXPERIMENT:
-                    if table not in tables:
-                        continue
-                    # a plain prefix test: LIKE would read the "_" of names such as clustering_direct as a wildcard
-                    conn.execute(
-                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
-                        (new_uri + "/", len(location) + 2, len(location) + 1, location + "/"),
-                    )
-                moved.append(f"{name}: {location} -> {new_uri}")
-    finally:
-        conn.close()
-    return moved
 
 
 def experiment_links(db: Path, base: str) -> list[str]:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import getpass
 import json
 import logging
 import math
 import os
 import socket
+import sqlite3
 import stat
 import subprocess
 import time
 from importlib.metadata import version
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import yaml
 
@@ -123,8 +125,6 @@ def _check_sqlite(uri: str) -> None:
     # and refuses the write lock. BEGIN IMMEDIATE takes that lock and ROLLBACK drops it: the store is left as it was.
     readonly = not db.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     if not readonly and head:
-        import sqlite3  # standard library; only a sqlite store needs it
-
         conn = None
         try:
             conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=0.1, isolation_level=None)
@@ -383,14 +383,88 @@ def store_lock(uri: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# an experiment's artifacts: <store folder>/mlartifacts/<name> (MlflowTracker.create_experiment, reroot_artifacts)
+ARTIFACTS = "mlartifacts"
+# the columns that hold a location under an experiment's artifact location (runs, logged models, registered versions)
+UNDER_EXPERIMENT = (
+    ("runs", "artifact_uri"),
+    ("logged_models", "artifact_location"),
+    ("model_versions", "source"),
+    ("model_versions", "storage_location"),
+)
+
+
+def _local(location: str) -> Path | None:
+    """The folder of a local artifact location (``file://`` URI or plain absolute path); None for remote ones."""
+    if location.startswith("file://"):
+        return Path(unquote(urlparse(location).path))
+    return Path(location) if location.startswith("/") else None
+
+
+def reroot_artifacts(db: Path, *, new_store_ok: bool = False) -> list[str]:
+    """Point every experiment of store ``db`` whose artifacts this project placed (``<folder>/mlartifacts/<name>``)
+    at ``<db's folder>/mlartifacts/<name>``, with its runs' and models' locations, in one transaction. An experiment
+    is left as it is when its location is already there, is not of that form, or is still there while the new place
+    is missing (a store copied without its artifacts). Returns one line per experiment moved.
+
+    MLflow 3.17 stores each experiment's artifact location as an absolute ``file://`` URI, so a store moved or
+    recloned with its repository would show no artifacts, and new runs would write into the old folder: the tracker
+    (``open_client``) and ``swarmlab ui`` re-root first. ``new_store_ok``: a store with no tables yet (MLflow
+    creates them) moves nothing instead of raising."""
+    home = (db.parent / ARTIFACTS).resolve()
+    moved = []
+    conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=30)
+    try:
+        with conn:  # one transaction: all re-rooted, or none
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "experiments" not in tables:
+                if new_store_ok:
+                    return moved
+                raise SwarmlabError(f"{db} is not an MLflow store (no experiments table)")
+            rows = conn.execute("SELECT experiment_id, name, artifact_location FROM experiments").fetchall()
+            for experiment_id, name, location in rows:
+                old = _local(location or "")
+                if old is None or old.parent.name != ARTIFACTS or old.parent == home:
+                    continue
+                new = home / old.name
+                if not new.exists() and old.exists():
+                    continue
+                new_uri = new.as_uri()
+                conn.execute(
+                    "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new_uri, experiment_id)
+                )
+                for table, column in UNDER_EXPERIMENT:
+                    if table not in tables:
+                        continue
+                    # a plain prefix test: LIKE would read the "_" of names such as clustering_direct as a wildcard
+                    conn.execute(
+                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
+                        (new_uri + "/", len(location) + 2, len(location) + 1, location + "/"),
+                    )
+                moved.append(f"{name}: {location} -> {new_uri}")
+    finally:
+        conn.close()
+    return moved
+
+
 def open_client(uri: str | None = None):
     """An ``MlflowClient`` on ``uri`` (the tracking URI by default), opened under ``store_lock``: every process of
-    the pipeline opens its store here, so two never migrate a new sqlite store at once."""
+    the pipeline opens its store here, so two never migrate a new sqlite store at once. A sqlite store that was moved
+    (a recloned or copied repository) has its artifact locations re-rooted beside it first (``reroot_artifacts``)."""
     from mlflow.tracking import MlflowClient  # mlflow: heavy, and only a tracked run needs it
 
     uri = uri or tracking_uri()
     bound_mlflow_retries()
     with store_lock(uri):
+        db = sqlite_path(uri)
+        if db is not None and db.is_file():  # a store moved with its repository: its artifacts where they now are
+            try:
+                moved = reroot_artifacts(db, new_store_ok=True)
+            except sqlite3.Error as exc:  # read-only or busy: MLflow's own open says more if the store is unusable
+                logger.warning(f"warning: tracking store {db}: artifact locations not checked ({exc})")
+                moved = []
+            for line in moved:
+                logger.info(f"tracking store {db}: re-rooted {line}")
         return MlflowClient(tracking_uri=uri)
 
 
@@ -404,6 +478,18 @@ def with_source(tags: dict) -> dict:
         out.setdefault("mlflow.source.name", f"pipelines/{str(tags['stage']).split('-')[0]}.py")  # sweep-trial: sweep
         out.setdefault("mlflow.source.type", "LOCAL")
     return out
+
+
+def user() -> str:
+    """Who runs this, as MLflow's own runs record it (``mlflow.user``); "unknown" where the system has no name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container user with no passwd entry and no $USER
+        return "unknown"
+
+
+# a run's tags that its logged models carry too (MLflow would give a model the Ray worker's file as its source)
+MODEL_SOURCE_TAGS = ("mlflow.source.name", "mlflow.source.type", "mlflow.source.git.commit", "mlflow.user")
 
 
 def _tolerant(method):
@@ -474,6 +560,7 @@ class MlflowTracker:
             self.client.update_run(run_id, status="RUNNING")
         else:
             all_tags = {k: str(v) for k, v in with_source(tags or {}).items()}  # a REST store wants strings
+            all_tags.setdefault("mlflow.user", user())  # the run's "Created by", as MLflow's fluent API sets it
             if parent_run_id:
                 all_tags["mlflow.parentRunId"] = parent_run_id
             if run_name:
@@ -511,7 +598,7 @@ class MlflowTracker:
         """Create ``name`` (tagged for the training view); with a sqlite store its artifacts go beside the
         database, never under the cwd."""
         db = sqlite_path(uri)
-        location = (db.parent / "mlartifacts" / name).resolve().as_uri() if db is not None else None
+        location = (db.parent / ARTIFACTS / name).resolve().as_uri() if db is not None else None
         try:
             return client.create_experiment(name, artifact_location=location, tags=TRAINING_VIEW_TAGS)
         except Exception:  # created meanwhile by another process (parallel sweep trials)
@@ -566,12 +653,14 @@ class MlflowTracker:
         """An MLflow model ``name`` of this run, logged from ``code`` (MLflow's models-from-code: the file that builds it from
         ``artifacts``, a name -> local file mapping), with the signature of ``example`` -> ``output`` and ``example``
         as its input example, linked to the run at ``step`` (MLflow gives the model the run's metrics at that step):
-        the run's Models column and the experiment's Models page. Requirements are pinned to what is installed
+        the run's Models column and the experiment's Models page. The model carries the run's source, commit and user
+        tags (``MODEL_SOURCE_TAGS``). Requirements are pinned to what is installed
         (nothing inferred: MLflow would load the model once more to guess them)."""
         import mlflow  # mlflow: heavy, and only a tracked run needs it
         from mlflow.models import Model, infer_signature
 
         mlflow.set_experiment(experiment_id=self.experiment_id)  # the logged model's experiment is the run's
+        run_tags = self.client.get_run(self.run_id).data.tags
         Model.log(
             artifact_path=None,  # deprecated in MLflow 3 for `name`, still positional in Model.log
             name=name,
@@ -584,6 +673,7 @@ class MlflowTracker:
             input_example=example,
             pip_requirements=[f"{d}=={version(d)}" for d in MODEL_REQUIREMENTS],
             metadata=metadata,
+            tags={k: run_tags[k] for k in MODEL_SOURCE_TAGS if k in run_tags},  # "Logged from": the run's source
         )
 
     def finish(self, status: str = "FINISHED") -> None:

@@ -244,4 +244,7 @@ def test_smoke_profile_through_dvc(tmp_path):
     mlflow.set_tracking_uri(f"sqlite:///{db}")
     signature = mlflow.pyfunc.load_model(f"models:/{output.model_id}").metadata.signature
     assert signature.inputs.input_names() == ["input_ids", "attention_mask"] and output.step == training["best_step"]
+    model_tags = client.get_logged_model(output.model_id).tags  # "Logged from" and "Created by": the run's, not Ray's
+    assert model_tags["mlflow.source.name"] == "pipelines/train.py", model_tags
+    assert model_tags["mlflow.user"] == run.data.tags["mlflow.user"]
     assert exp.artifact_location.startswith(tmp_path.as_uri())  # beside the database, not under the cwd

@@ -1,5 +1,6 @@
-"""`swarmlab ui`: a store moved or copied with its repository keeps its artifacts (#38 item 3): MLflow writes absolute
-artifact locations, so the experiments this project placed are re-rooted beside the store before it is served."""
+"""A store moved or copied with its repository keeps its artifacts (#38 item 3): MLflow writes absolute artifact
+locations, so the experiments this project placed are re-rooted beside the store before `swarmlab ui` serves it, and
+when a stage's tracker opens it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import sqlite3
 import pytest
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.mlflow_ui import main, reroot_artifacts, store_file
-from swarmlab.tracking import MlflowTracker
+from swarmlab.mlflow_ui import main, store_file
+from swarmlab.tracking import MlflowTracker, reroot_artifacts
 
 # "_" in a name: a LIKE pattern would read it as a wildcard; the re-rooting compares plain prefixes
 EXPERIMENTS = ("clustering_direct", "imdb")
@@ -74,6 +75,27 @@ def test_a_moved_store_keeps_its_artifacts_and_new_runs_land_beside_it(tmp_path)
     assert client.get_run(new.run_id).info.artifact_uri.startswith((tmp_path / "b" / "mlartifacts").as_uri())
     new.finish()
     assert reroot_artifacts(tmp_path / "b" / "mlruns.db") == []  # once is enough
+
+
+def test_a_stage_that_opens_a_moved_store_re_roots_it_first(tmp_path, caplog):
+    """No `swarmlab ui` needed: the tracker of the next run re-roots the store it opens, and writes beside it."""
+    from mlflow.tracking import MlflowClient
+
+    _, runs, _ = _store(tmp_path / "a")
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    uri = f"sqlite:///{tmp_path / 'b' / 'mlruns.db'}"
+    with caplog.at_level("INFO"):
+        new = MlflowTracker("clustering_direct", "clustering_direct-seed1", uri=uri)
+    assert caplog.text.count("re-rooted ") == 2
+    new.log_artifact(tmp_path / "b" / "note.txt")
+    new.finish()
+    run = MlflowClient(uri).get_run(new.run_id)
+    assert run.info.artifact_uri.startswith((tmp_path / "b" / "mlartifacts" / "clustering_direct").as_uri() + "/")
+    assert (tmp_path / "b" / "mlartifacts" / "clustering_direct" / new.run_id / "artifacts" / "note.txt").is_file()
+    dst = tmp_path / "read"
+    dst.mkdir()
+    assert _read(uri, runs["imdb"], dst)  # the earlier runs' artifacts too
+    assert not (tmp_path / "a").exists()  # nothing written to the old place
 
 
 def test_a_copied_store_is_re_rooted_to_its_own_artifacts_one_without_them_is_left(tmp_path):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from swarmlab.tracking import MlflowTracker, open_client
+from swarmlab.tracking import MlflowTracker, open_client, user
 
 PROCESSES = 4
 
@@ -75,6 +75,7 @@ def test_runs_carry_mlflows_own_source_tags(tmp_path):
     tracker.set_tags({"git_commit": "def456"})
     tags = MlflowClient(uri).get_run(tracker.run_id).data.tags
     assert tags["mlflow.source.git.commit"] == "def456" and tags["mlflow.source.name"] == "pipelines/sweep.py"
+    assert tags["mlflow.user"] == user() != ""  # the runs table's "Created by", as MLflow's fluent API fills it
     untracked = MlflowTracker("toy", "m-seed1", uri=uri, tags={"git_commit": "unknown"})
     assert "mlflow.source.git.commit" not in MlflowClient(uri).get_run(untracked.run_id).data.tags
 

@@ -255,14 +255,19 @@ def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
 def _log_model(task, run: RunSpec, result, tracker, val_ds, run_dir: Path, spec_file: Path) -> None:
     """The run's best checkpoint as an MLflow model (swarmlab/drive/training/logged_model.py), checked first: loaded
     back as MLflow will load it, it predicts what the stage's own model with those weights does on two validation
-    items. Linked to the run at its best step. The RNG is left as it was."""
+    items. Linked to the run at its best step. The RNG is left as it was. A model that fails the check is not logged,
+    with a warning: the run's results do not depend on it (its checkpoint is best.pt, sealed in run.json)."""
     from swarmlab.drive.training.logged_model import CODE, checked_example  # mlflow.pyfunc: only a tracked run
 
     with torch.random.fork_rng():
         reference = build_model(run.model, task, dict(run.overrides))
         load_weights(reference, load_checkpoint(run_dir / BEST), run_dir / BEST)
         reference.eval()
-        example, output, artifacts = checked_example(task, reference, val_ds, run_dir, spec_file)
+        try:
+            example, output, artifacts = checked_example(task, reference, val_ds, run_dir, spec_file)
+        except SwarmlabError as exc:
+            logger.warning(f"warning: train {task.key}/{run.name}: {exc}; the run goes on")
+            return
     metadata = {"task": task.key, "model": run.model, "seed": run.seed, "git_commit": git_commit()}
     name = f"{task.key}-{run.name}"  # the Models page lists every task's models together: each says its task
     tracker.log_model(name, CODE, artifacts, example, output, step=result.best_step, metadata=metadata)

@@ -56,3 +56,31 @@ def test_the_logged_model_predicts_what_the_stage_model_does_and_is_refused_othe
     torch.save(nudged, tmp_path / "best.pt")  # weights that are not the reference's
     with pytest.raises(SwarmlabError, match="predicts otherwise than its best.pt"):
         checked_example(task, reference, val, tmp_path, spec_file)
+
+
+def test_a_model_that_fails_its_check_is_not_logged_and_the_run_goes_on(tmp_path, monkeypatch, caplog):
+    """The check guards the MLflow model, not the run: a failure is one warning and no model (best.pt stands)."""
+    from types import SimpleNamespace
+
+    import swarmlab.drive.training.logged_model as logged_model
+    from swarmlab.drive.training.run import _log_model
+
+    params = load_params(profile="smoke")
+    task = task_spec(params, "toy_counting", root=tmp_path).build()
+    overrides = {"d_model": 16, "num_layers": 1, "num_heads": 2}
+    torch.save(build_model("transformer", task, overrides).state_dict(), tmp_path / "best.pt")
+
+    def refuse(*args):
+        raise SwarmlabError("the MLflow model of x predicts otherwise than its best.pt: not logged")
+
+    monkeypatch.setattr(logged_model, "checked_example", refuse)
+    logged = []
+    tracker = SimpleNamespace(log_model=lambda *args, **kwargs: logged.append(args))
+    run = SimpleNamespace(model="transformer", overrides=overrides, name="transformer-seed0", seed=0)
+    with caplog.at_level("WARNING"):
+        _log_model(task, run, SimpleNamespace(best_step=1), tracker, None, tmp_path, tmp_path / "spec.yaml")
+    assert logged == []
+    assert "train toy_counting/transformer-seed0: the MLflow model of x predicts otherwise" in caplog.text
+    monkeypatch.setattr(logged_model, "checked_example", lambda *args: ({"x": 1}, {"y": 2}, {"weights": "w"}))
+    _log_model(task, run, SimpleNamespace(best_step=1), tracker, None, tmp_path, tmp_path / "spec.yaml")
+    assert len(logged) == 1 and logged[0][0] == "toy_counting-transformer-seed0"  # the same call, checked: logged
