@@ -43,10 +43,8 @@ from pathlib import Path
 import torch
 
 from swarmlab.bench import timed
-from swarmlab.drive.params import load_params
 from swarmlab.drive.run_config import train_config
 from swarmlab.engine.device import compiled
-from swarmlab.paths import git_commit
 
 # benchmarks/ is a folder of scripts: family_step.py, loaded by its path, gives the rows, models and steps
 _spec = importlib.util.spec_from_file_location("benchmarks_family_step", Path(__file__).with_name("family_step.py"))
@@ -132,29 +130,19 @@ def main(argv: list[str] | None = None) -> None:
     family_step.row_arguments(ap)
     ap.add_argument("--mode", default="default", choices=MODES, help="torch.compile mode (default: default)")
     args = ap.parse_args(argv)
-    only = family_step.only_models(ap, args.only)
     if args.rounds < 1:
         ap.error("--rounds: at least 1")
     compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
     if compiler is None:
         ap.error("no C++ compiler (g++ or $CXX): inductor builds its CPU kernels with one")
-    torch.set_num_threads(args.threads)
+    params, rows, rounds = family_step.setup(args, family_step.only_models(ap, args.only))
     # cold compiles, as a run's first: no graph or autograd cache, kernels built in a folder of this run's own
     torch._inductor.config.fx_graph_cache = False
     torch._functorch.config.enable_autograd_cache = False
     cache = tempfile.TemporaryDirectory(prefix="compile-step-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache.name
-    params = load_params(profile=args.profile)
-    rows = family_step.resolve_rows(params, only, args.quick)
-    rounds = 1 if args.quick else args.rounds
-    print(family_step.cpu_line())
-    print(
-        f"# train step eager vs torch.compile (mode {args.mode}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"commit {git_commit()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile "
-        f"{args.profile}{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s) after 1 warm-up, "
-        f"C++ compiler {compiler}, load average at start {os.getloadavg()[0]:.1f}\n",
-        flush=True,
-    )
+    title = f"train step eager vs torch.compile (mode {args.mode})"
+    print(family_step.header(title, args, rounds, f"C++ compiler {compiler}, ") + "\n", flush=True)
     t0 = time.perf_counter()
     print(table(rows, measure(rows, params, rounds, args.mode), params))
     print(f"load average at end {os.getloadavg()[0]:.1f}; total {time.perf_counter() - t0:.0f} s")

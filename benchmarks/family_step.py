@@ -356,24 +356,30 @@ def only_models(ap: argparse.ArgumentParser, text: str) -> set[str]:
     return only
 
 
+def setup(args: argparse.Namespace, only: set[str]) -> tuple[dict, list[Row], int]:
+    """The threads set, the profile's params, the table's rows and the rounds, from ``row_arguments``' options."""
+    torch.set_num_threads(args.threads)
+    params = load_params(profile=args.profile)
+    return params, resolve_rows(params, only, args.quick), 1 if args.quick else args.rounds
+
+
+def header(title: str, args: argparse.Namespace, rounds: int, extra: str = "") -> str:
+    """The CPU line and the run's line (what was timed, when, at which commit, threads, profile, rounds, load)."""
+    return (
+        f"{cpu_line()}\n# {title}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {git_commit()}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile {args.profile}"
+        f"{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s) after 1 warm-up, {extra}load average "
+        f"at start {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     row_arguments(ap)
     args = ap.parse_args(argv)
-    only = only_models(ap, args.only)
-    torch.set_num_threads(args.threads)
-    params = load_params(profile=args.profile)
-    rows = resolve_rows(params, only, args.quick)
-    rounds = 1 if args.quick else args.rounds
-    commit = git_commit()
+    params, rows, rounds = setup(args, only_models(ap, args.only))
     code = Path(create_model.__code__.co_filename).parents[1]  # the checkout whose models are timed (PYTHONPATH)
-    print(cpu_line())
-    print(
-        f"# train step per model family vs reference and FLOP bound, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"commit {commit}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile "
-        f"{args.profile}{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s) after 1 warm-up, load "
-        f"average at start {os.getloadavg()[0]:.1f}; code from {code}",
-    )
+    print(header("train step per model family vs reference and FLOP bound", args, rounds, f"code from {code}, "))
     amp = "bf16" if resolve_amp("auto", torch.device("cpu")) else "fp32"
     print(f"(the claims runs' amp 'auto' is {amp} on this CPU; every row here is fp32)\n", flush=True)
     t0 = time.perf_counter()

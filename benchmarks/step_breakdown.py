@@ -40,8 +40,6 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from swarmlab.bench import timed
-from swarmlab.drive.params import load_params
-from swarmlab.paths import git_commit
 
 # benchmarks/ is a folder of scripts: family_step.py, loaded by its path, gives the rows, models, references and step
 _spec = importlib.util.spec_from_file_location("benchmarks_family_step", Path(__file__).with_name("family_step.py"))
@@ -198,19 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     family_step.row_arguments(ap)
     ap.set_defaults(only=",".join(DEFAULT), rounds=3)
     args = ap.parse_args(argv)
-    only = family_step.only_models(ap, args.only)
-    torch.set_num_threads(args.threads)
-    params = load_params(profile=args.profile)
-    rows = family_step.resolve_rows(params, only, args.quick)
-    rounds = 1 if args.quick else args.rounds
-    print(family_step.cpu_line())
-    print(
-        f"# train step by kind of op, ours and the reference, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"commit {git_commit()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile "
-        f"{args.profile}{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s), load average at start "
-        f"{os.getloadavg()[0]:.1f}\n",
-        flush=True,
-    )
+    params, rows, rounds = family_step.setup(args, family_step.only_models(ap, args.only))
+    print(family_step.header("train step by kind of op, ours and the reference", args, rounds) + "\n", flush=True)
     t0 = time.perf_counter()
     entries = measure(rows, params, rounds)
     print(breakdown_table(entries))
