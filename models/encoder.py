@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from models.layers import PreLNBlock, masked_mean, sinusoidal_positions
+from models.layers.drop import Dropout
 from models.layers.params import NumParamsMixin
 from swarmlab.settings import check_config, setting
 
@@ -58,13 +59,13 @@ class EncoderClassifier(NumParamsMixin, nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos_emb == "learned" else None
-        self.emb_drop = nn.Dropout(cfg.dropout)
+        self.emb_drop = Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             PreLNBlock(cfg.d_model, make_attention(cfg), mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout)
             for _ in range(cfg.num_layers)
         )
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.head_drop = nn.Dropout(cfg.dropout)
+        self.head_drop = Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
         self.apply(self._init_weights)
 

@@ -41,7 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.layers.drop import DropPath
+from models.layers.drop import DropPath, Dropout
 from models.layers.mlp import Mlp
 from models.layers.params import NumParamsMixin
 from models.layers.transformer import masked_mean
@@ -161,7 +161,7 @@ class HSWBlock(nn.Module):
         )
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = Mlp(dim, mlp_ratio * dim, dropout)
-        self.mlp_drop = nn.Dropout(dropout)
+        self.mlp_drop = Dropout(dropout)
         self.drop_path = DropPath(drop_path)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -242,7 +242,7 @@ class HSW(NumParamsMixin, nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.embed_dim)
         self.patch_embed = nn.Linear(cfg.embed_dim, cfg.d_model)
-        self.emb_drop = nn.Dropout(cfg.dropout)
+        self.emb_drop = Dropout(cfg.dropout)
         rates = torch.linspace(0, cfg.drop_path, sum(cfg.depths)).tolist()  # stochastic depth per block
         starts = [sum(cfg.depths[:s]) for s in range(cfg.num_stages)]
         self.stages = nn.ModuleList(

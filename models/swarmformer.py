@@ -35,6 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers import GateNet, Mlp
+from models.layers.drop import fast_dropout
 from models.layers.params import NumParamsMixin
 from models.registry import build_config, register_model
 from swarmlab.settings import check_config, setting
@@ -69,21 +70,6 @@ class SwarmFormerConfig:
 
 
 # ---- helpers of the fast path ---------------------------------------------------------------------------
-
-
-def fast_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``nn.Dropout`` semantics (keep each element with probability 1 - p, scale kept ones by 1/(1 - p)).
-
-    ``rand >= p`` instead of ``bernoulli_``: on these CPUs ``bernoulli_`` costs ~4x a ``uniform_`` draw and
-    was the largest single cost of a training step. The masks differ from ``nn.Dropout``'s, the law does not.
-    """
-    if not training or p == 0.0:
-        return x
-    if x.dtype in (torch.float32, torch.float64):
-        mask = torch.rand_like(x).ge_(p)  # (..., D) in {0, 1}
-    else:  # draw in fp32: a bf16 uniform has 8 mantissa bits and shifts the keep rate by ~1e-3
-        mask = torch.rand_like(x, dtype=torch.float32).ge_(p).to(x.dtype)
-    return x * mask.mul_(1.0 / (1.0 - p))  # kept elements scaled by 1/(1-p)
 
 
 def _neighbour_sum(x: torch.Tensor, circular: bool) -> torch.Tensor:
@@ -182,7 +168,7 @@ class LocalSwarmAggregator(nn.Module):
         super().__init__()
         self.fast = fast
         self.drop = nn.Dropout(dropout)
-        self.mlp = Mlp(dim, dim, dropout)
+        self.mlp = Mlp(dim, dim, dropout, drop=nn.Dropout)  # the plain path draws the authors' masks
         self.gate = GateNet(dim)
 
     def forward(self, x: torch.Tensor, pad: _PadInfo | None = None) -> torch.Tensor:

@@ -56,6 +56,7 @@ import torch.nn.functional as F
 
 from models.layers.attention import MultiHeadSelfAttention
 from models.layers.clustering import ChunkClusters, GumbelRouter, lcm
+from models.layers.drop import Dropout
 from models.layers.gates import GateNet
 from models.layers.mlp import Mlp
 from models.layers.neighbours import NeighbourMean
@@ -169,7 +170,7 @@ class LocalSwarmStep(nn.Module):
     def __init__(self, cfg: EnhancedSwarmFormerConfig):
         super().__init__()
         D = cfg.d_model
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.mix_norm = _norm(cfg)
         if cfg.window_attn:
             self.mix = LocalWindowAttention(
@@ -206,7 +207,7 @@ class ClusterBroadcast(nn.Module):
             self.mlp = Mlp(D, cfg.mlp_ratio * D, cfg.dropout)
         else:
             self.proj = nn.Linear(D, D)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.gate = GateNet(D)
 
     def forward(self, x: torch.Tensor, reps: torch.Tensor, clusters: nn.Module, assign) -> torch.Tensor:
@@ -267,10 +268,10 @@ class EnhancedSwarmFormer(NumParamsMixin, nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.emb_drop = nn.Dropout(cfg.dropout)
+        self.emb_drop = Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EnhancedSwarmLayer(cfg, level) for level in range(cfg.num_layers))
         self.ln_f = _norm(cfg)
-        self.head_drop = nn.Dropout(cfg.dropout)
+        self.head_drop = Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
         if cfg.routing:
             self.register_buffer("gumbel_tau", torch.tensor(float(cfg.gumbel_tau)))

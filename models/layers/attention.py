@@ -6,6 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.drop import Dropout
+
 
 def masked_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, key_mask: torch.Tensor | None = None, dropout_p: float = 0.0
@@ -87,7 +89,7 @@ class MultiHeadAttention(nn.Module):
             self.v_proj = nn.Linear(dim_kv, inner)
         self.out_proj = nn.Linear(inner, dim_out) if out_proj else nn.Identity()
         self.attn_dropout = attn_dropout
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(
         self, queries: torch.Tensor, keys_values: torch.Tensor | None = None, key_mask: torch.Tensor | None = None

@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models.layers.attention import masked_sdpa
+from models.layers.drop import fast_dropout
 from models.layers.window_attention import banded_window_attention, masked_softmax
 
 
@@ -34,7 +35,7 @@ def full_attention(q, k, v, key_mask=None, *, dropout_p: float = 0.0, training: 
             probs = torch.softmax(scores.float(), dim=-1)
         else:
             probs = masked_softmax(scores, key_mask[:, None, None, :].expand(-1, 1, L, L))
-        probs = F.dropout(probs, dropout_p, training)
+        probs = fast_dropout(probs, dropout_p, training)
         return torch.einsum("bhqk,bhkd->bhqd", probs.to(v.dtype), v)  # (B, H, L, Dh)
     if impl != "sdpa":
         raise ValueError(f"full_attention impl must be 'sdpa' or 'dense', got {impl!r}")
@@ -117,7 +118,7 @@ def fixed_sparse_attention(
         other = s_block[None, :] != torch.arange(s, e, device=q.device)[:, None]  # (n', M): not own block
         summ_ok = s_valid[:, None, None, None, :] & other[None, None, :, None, :]  # (B, 1, n', 1, M)
         probs = masked_softmax(torch.cat([local, summ], dim=-1), torch.cat([local_ok, summ_ok], dim=-1))
-        probs = F.dropout(probs, dropout_p, training).to(v.dtype)  # (B, H, n', S, S + M)
+        probs = fast_dropout(probs, dropout_p, training).to(v.dtype)  # (B, H, n', S, S + M)
         out[:, :, s:e] = (
             torch.einsum("bhnqk,bhnkd->bhnqd", probs[..., :S], vb[:, :, s:e])  # (B, H, n', S, Dh)
             + torch.einsum("bhnqm,bhmd->bhnqd", probs[..., S:], vs)

@@ -6,6 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.drop import Dropout
+
 
 class Mlp(nn.Module):
     """``fc2(Dropout(GELU(fc1(x))))``: Linear(D, hidden) -> GELU -> Dropout -> Linear(hidden, D).
@@ -18,12 +20,14 @@ class Mlp(nn.Module):
         dim: input and output width D.
         hidden: inner width (``mlp_ratio * D`` in a transformer block; the original SwarmFormer uses D).
         dropout: dropout on the hidden activations (after GELU).
+        drop: the dropout module's class: the house ``Dropout`` (``rand >= p``), or ``nn.Dropout`` where a path must
+            draw the same masks as code that uses it (the SwarmFormer oracle of the authors' model).
     """
 
-    def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0, *, drop: type[nn.Module] = Dropout):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
-        self.drop = nn.Dropout(dropout)
+        self.drop = drop(dropout)
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

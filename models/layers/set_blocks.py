@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from models.layers.attention import MultiHeadAttention
+from models.layers.drop import Dropout
 from models.layers.transformer import masked_mean
 
 HEADS = ("none", "mean", "pma")
@@ -48,7 +49,7 @@ class RowwiseFF(nn.Module):
         if depth < 1:
             raise ValueError(f"rFF depth must be >= 1, got {depth}")
         self.net = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(dim, dim), nn.ReLU())])
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.net(x))  # (B, N, D)

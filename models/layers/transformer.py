@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn as nn
 
+from models.layers.drop import Dropout
 from models.layers.mlp import Mlp
 
 
@@ -26,7 +27,7 @@ class PreLNBlock(nn.Module):
         self.attn = attn
         self.ln2 = nn.LayerNorm(dim)
         self.ffn = Mlp(dim, mlp_ratio * dim, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = x + self.drop(self.attn(self.ln1(x), key_mask))  # (B, L, D)

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.layers.drop import Dropout, fast_dropout
+
 _NEG = -torch.finfo(torch.float32).max  # fill for masked scores; softmax runs in float32
 
 
@@ -59,7 +61,7 @@ def _window_softmax(scores: torch.Tensor, keep: torch.Tensor | None, dropout_p: 
     if keep is not None:
         scores = scores + torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, _NEG)
     probs = torch.softmax(scores, dim=-1)
-    return F.dropout(probs, p=dropout_p, training=True) if dropout_p else probs
+    return fast_dropout(probs, dropout_p, True)
 
 
 def _zero_empty_rows(out: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
@@ -384,7 +386,7 @@ class ShiftedWindowAttention(nn.Module):
         self.heads, self.window, self.shift, self.attn_dropout = heads, window, shift, attn_dropout
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_dropout)
+        self.proj_drop = Dropout(proj_dropout)
         self.rel_bias = nn.Parameter(nn.init.trunc_normal_(torch.zeros(heads, 2 * window - 1), std=0.02))
 
     def no_weight_decay(self) -> set[str]:
