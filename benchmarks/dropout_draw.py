@@ -1,8 +1,8 @@
 """The house dropout's draw against ``nn.Dropout``'s, per model, in one train step (issue 40, items 3 and 5).
 
 models/layers/drop.py's ``Dropout`` keeps ``nn.Dropout``'s law (keep with probability 1 - p, scale by 1/(1 - p)) and
-draws the mask as ``rand >= p`` instead of ``bernoulli_``, which benchmarks/step_breakdown.py found to take 15% of
-Longformer's train step at 1,024 tokens. For each row of benchmarks/family_step.py whose model has dropout (claims
+draws the mask as ``rand >= p`` instead of ``bernoulli_``, which took 15% of Longformer's train step at 1,024 tokens
+in a profile with the other core busy (8.6% for the house draw on an idle machine, benchmarks/README.md). For each row of benchmarks/family_step.py whose model has dropout (claims
 shapes, fp32, the same step and optimizer), two copies of our model from the same seed are timed interleaved: as
 built (the house draw), and with every house ``Dropout`` module swapped for an ``nn.Dropout`` of the same p (the
 draw before). ``speed-up`` = before ms / house ms. Rows whose model drops nothing at these settings (p = 0
