@@ -1,10 +1,12 @@
-"""Stage `summary`: ``reports/summary.json``, the pipeline's only DVC metrics file (``swarmlab.drive.report.summary``).
+"""Stage `summary`: ``reports/summary.json``, the pipeline's only DVC metrics file (``swarmlab.drive.report.summary``),
+and the same headlines one file per task and model, ``reports/summary/<task>/<model>.json``.
 
 Per task of the params, per model: the task's headline test metric (``test_<monitor>``) averaged over seeds, its 95%
 interval, the seeds and the net training time, read from ``reports/train/<task>/`` and ``reports/evaluate/<task>/``.
 ``dvc metrics show`` / ``dvc exp show`` then print a few dozen columns instead of every run's every number (those
-stay in the per-task metrics files, plain outputs of their stages). ``--show`` prints the file as a table (the end
-of ``scripts/repro.sh``) without recomputing it.
+stay in the per-task metrics files, plain outputs of their stages). ``dvc metrics show reports/summary`` prints the
+per-model files as one row each. ``--show`` prints the file as a table (the end of ``scripts/repro.sh``) without
+recomputing it.
 
     python -m pipelines.summary [--profile P] [--show]
 """
@@ -17,10 +19,11 @@ from pathlib import Path
 from swarmlab.drive.stage_cli import params_from, stage_parser
 from swarmlab.paths import REPORTS_DIR
 from swarmlab.errors import SwarmlabError, cli
-from swarmlab.drive.report.summary import render, summarize, write_summary
+from swarmlab.drive.report.summary import render, summarize, write_rows, write_summary
 from tasks import task_class
 
 SUMMARY_FILE = "summary.json"
+ROWS_DIR = "summary"
 
 
 def monitors(params: dict) -> dict[str, str]:
@@ -30,8 +33,9 @@ def monitors(params: dict) -> dict[str, str]:
 
 
 def summary(params: dict, reports: Path = REPORTS_DIR) -> dict:
-    """Write ``<reports>/summary.json`` and return it."""
+    """Write ``<reports>/summary.json`` and ``<reports>/summary/<task>/<model>.json``, and return the summary."""
     result = summarize(Path(reports), monitors(params), default_seed=int(params.get("seed", 0)))
+    write_rows(Path(reports) / ROWS_DIR, result)
     write_summary(Path(reports) / SUMMARY_FILE, result)
     return result
 

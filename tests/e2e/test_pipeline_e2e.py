@@ -143,6 +143,20 @@ def test_smoke_profile_through_dvc(tmp_path):
     # The default pipeline's outputs match its lock file (sweeps/dvc.yaml is a separate pipeline, not run here).
     status = subprocess.run([*dvc, "status", "dvc.yaml"], cwd=repo, env=env, capture_output=True, text=True)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout + status.stderr
+    # The README's headline view (#38): one row per task and model, whole on a 200-column terminal
+    shown = subprocess.run(
+        [*dvc, "metrics", "show", "reports/summary"],
+        cwd=repo,
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+    )
+    lines = shown.stdout.splitlines()
+    summary = json.loads((repo / "reports" / "summary.json").read_text())
+    headlines = [f"reports/summary/{task}/{model}.json" for task, models in summary.items() for model in models]
+    assert shown.returncode == 0 and max(map(len, lines)) <= 200, shown.stdout + shown.stderr
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted(headlines), shown.stdout
+    assert lines[0].split() == ["Path", "hi", "lo", "metric", "seeds", "train_time_s", "value"], lines[0]
 
     # Each override the README documents marks exactly the stages that read it (checked before anything reruns).
     def stages_marked(edit) -> set[str]:

@@ -12,6 +12,12 @@ as the mean over the model's seeds, its 95% interval (a t-interval across seeds 
 percentile bootstrap over the run's test items, as the claims ledger computes them; absent when neither is
 possible), the number of seeds, and the mean net training time (``train_time_s``, seconds, without validation and
 checkpoints). Five columns per model. ``render`` prints it as a table short enough for one screen.
+
+DVC prints one row per metrics file, so that file is one row of every task's and model's columns (about 1,500
+characters). ``write_rows`` also writes each headline as a file of its own, ``reports/summary/<task>/<model>.json``,
+with the same six keys in each (``metric``, ``value``, ``lo``, ``hi``, ``seeds``, ``train_time_s``): a plain output,
+not a ``metrics:`` file (``dvc exp show`` would name every column ``<file>:<key>``, the rule for keys files share), which
+``dvc metrics show reports/summary`` prints as one row per task and model.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 
 from swarmlab.drive.report.results import read_task
 from swarmlab.drive.report.stats import across_seeds, bootstrap
-from swarmlab.io import atomic_write_text
+from swarmlab.io import atomic_dir, atomic_write_text
 
 
 def _mean(values: list[float]) -> float | None:
@@ -79,6 +85,33 @@ def summarize(reports: Path, monitors: dict[str, str], *, default_seed: int = 0)
 
 def write_summary(path: Path, summary: dict) -> None:
     atomic_write_text(Path(path), json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+def rows(summary: dict) -> dict[str, dict]:
+    """``{"<task>/<model>.json": {metric, value, lo, hi, seeds, train_time_s}}``: one row of ``summary`` per task and
+    model, every row with the same keys in the same order (``lo``/``hi``/``train_time_s`` None where the summary has
+    none), so that ``dvc metrics show`` puts them in the same six columns."""
+    out = {}
+    for task, models in summary.items():
+        for model, entry in models.items():
+            metric = next(k for k in entry if k.startswith("test_"))
+            out[f"{task}/{model}.json"] = {
+                "metric": metric,
+                "value": entry[metric],
+                "lo": entry.get("lo"),
+                "hi": entry.get("hi"),
+                "seeds": entry["seeds"],
+                "train_time_s": entry.get("train_time_s"),
+            }
+    return out
+
+
+def write_rows(folder: Path, summary: dict) -> None:
+    """Replace ``folder`` whole with ``rows(summary)``, one JSON file each (a model or task gone leaves no file)."""
+    with atomic_dir(Path(folder)) as tmp:
+        for name, row in rows(summary).items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_text(json.dumps(row, indent=2) + "\n")
 
 
 def render(summary: dict) -> str:

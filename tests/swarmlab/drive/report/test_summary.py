@@ -51,6 +51,29 @@ def test_the_stage_writes_the_file_and_shows_it(tmp_path):
     params = {"seed": 0, "tasks": {"toy_counting": {}}}
     result = stage.summary(params, tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text()) == result
+    row = json.loads((tmp_path / "summary" / "toy_counting" / "transformer.json").read_text())
+    assert (row["metric"], row["value"]) == ("test_accuracy", 0.9)  # the same headline, a file of its own
     assert result["toy_counting"]["transformer"]["test_accuracy"] == 0.9
     assert "toy_counting  transformer" in stage.show(tmp_path)
     assert np.isfinite(result["toy_counting"]["transformer"]["lo"])
+
+
+def test_one_file_per_task_and_model_with_the_same_keys(tmp_path):
+    from swarmlab.drive.report.summary import rows, write_rows
+
+    summary = {
+        "imdb": {"a": {"test_accuracy": 0.8, "lo": 0.79, "hi": 0.81, "seeds": 1, "train_time_s": 12.0}},
+        "sets": {"swarm": {"test_loss": 0.5, "seeds": 1}, "lstm": {"test_loss": 0.7, "lo": 0.6, "hi": 0.8, "seeds": 2}},
+    }
+    table = rows(summary)
+    assert set(table) == {"imdb/a.json", "sets/swarm.json", "sets/lstm.json"}
+    keys = ["metric", "value", "lo", "hi", "seeds", "train_time_s"]
+    assert all(list(row) == keys for row in table.values())  # dvc metrics show: the same six columns for every row
+    assert table["sets/swarm.json"] == dict(zip(keys, ["test_loss", 0.5, None, None, 1, None]))
+    assert table["imdb/a.json"] == dict(zip(keys, ["test_accuracy", 0.8, 0.79, 0.81, 1, 12.0]))
+
+    folder = tmp_path / "summary"
+    write_rows(folder, summary)
+    assert json.loads((folder / "sets" / "lstm.json").read_text()) == table["sets/lstm.json"]
+    write_rows(folder, {"imdb": summary["imdb"]})  # a task gone from the summary leaves no file behind
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == ["imdb/a.json"]
