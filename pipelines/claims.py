@@ -1,4 +1,5 @@
-"""Stages `task@<task>`, `sample@<task>` and `grid@<grid>` of ``claims/dvc.yaml``: one piece of the `claims` profile.
+"""Stages `sweep@<task>`, `task@<task>`, `sample@<task>` and `grid@<grid>` of ``claims/dvc.yaml``: one piece of the
+`claims` profile.
 
 The claims profile (params.yaml ``profiles.claims``) holds each seed claim's decisive experiment at a CPU scale. Its
 pieces take hours, so they run in a work folder of their own, ``outputs/claims`` (``SWARMLAB_WORKDIR`` for the
@@ -6,9 +7,15 @@ stages they run; ``--work`` to move it), where the default profile's data, check
 What the claims ledger reads is kept in ``reports/claims/`` (committed), each piece's folders swapped in whole when
 the piece succeeded:
 
+* ``sweep <task>``: the task's data where the work folder lacks it, then its sweep (``python -m pipelines.sweep``):
+  under ``tasks.<task>.tuning: sweep`` a Ray Tune search of every model of the task at the profile's ``sweep``
+  settings, chosen on validation; under ``pinned`` the pins, in seconds. Keeps ``sweep/<task>`` (``chosen.json``
+  and the search's tables). A sweep killed before it finished continues from its trials (``--resume``) when the
+  piece runs again in the same work folder.
 * ``task <task>``: the task's data where the work folder lacks it (IMDB's three steps first when the task reads
-  ``data/prepared`` or ``data/tokenized``), then ``train`` and ``evaluate``; keeps ``data/<task>``, ``train/<task>``
-  and ``evaluate/<task>``. Set ``SWARMLAB_RETEST=1`` (or pass ``--retest``) after a setting changed: the changed
+  ``data/prepared`` or ``data/tokenized``), the kept ``sweep/<task>/chosen.json`` put back in the work folder (what
+  the task's sweep piece chose: ``train`` reads it, and claims/dvc.yaml makes it a dependency), then ``train`` and
+  ``evaluate``; keeps ``data/<task>``, ``train/<task>`` and ``evaluate/<task>``. Set ``SWARMLAB_RETEST=1`` (or pass ``--retest``) after a setting changed: the changed
   runs train again and the test split is read again, logged as a re-read (``reports/test_reads.jsonl``).
 * ``sample <task>``: the task's samples from the checkpoints ``task <task>`` trained; keeps ``sample/<task>``.
 * ``grid <grid>``: an ablation grid (``python -m pipelines.ablate --resume``) after its task's data; keeps
@@ -21,10 +28,12 @@ knows what is stale and ``claims/dvc.lock`` records what made it:
 
     dvc repro claims/dvc.yaml:task@imdb          (bash scripts/claims.sh task imdb does the same)
     python -m pipelines.claims task imdb [--profile claims] [--retest] [--work outputs/claims]
+    python -m pipelines.claims sweep lra_text    (dvc repro claims/dvc.yaml:task@lra_text runs it first)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,13 +45,17 @@ from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_dir
 from swarmlab.paths import REPO_ROOT
 from swarmlab.drive.runs import make_task
+from swarmlab.drive.sections import task_section
 from swarmlab.drive.stage_cli import params_from, stage_parser
+from swarmlab.drive.sweep.tune import STATE_FILE
+from swarmlab.drive.tuning import CHOSEN, chosen_path
 from tasks.base import Task
 
-PIECES = ("task", "sample", "grid")
+PIECES = ("sweep", "task", "sample", "grid")
 # the stages a piece runs, each as `python -m pipelines.<stage>` (a grid point runs data, train and evaluate too):
 # their code is the piece's (swarmlab/drive/dvcdeps.py writes it into claims/dvc.yaml)
 STAGE_MODULES = {
+    "sweep": ("data", "sweep"),
     "task": ("data", "train", "evaluate"),
     "sample": ("sample",),
     "grid": ("data", "ablate", "train", "evaluate"),
@@ -79,6 +92,34 @@ def keep(work: Path, keep_root: Path, what: str) -> None:
         raise SwarmlabError(f"{src} is missing after its stage ran: nothing to keep in {dst}")
     with atomic_dir(dst) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
+
+
+def unfinished_sweep(work: Path, key: str) -> bool:
+    """Whether the work folder holds a search of ``key`` that started and did not finish: its state names a sweep
+    that the task's ``best_params.json`` does not (a finished search writes its id there; an interrupted one leaves
+    the file as it was)."""
+    state = work / "outputs" / "sweep" / key / STATE_FILE
+    if not state.is_file():
+        return False
+    try:
+        sweep_id = json.loads(state.read_text())["sweep_id"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SwarmlabError(f"{state} is damaged ({exc}): remove {state.parent} to start the sweep afresh") from None
+    best = chosen_path(work, key).with_name("best_params.json")
+    try:
+        return json.loads(best.read_text()).get("sweep_id") != sweep_id
+    except (OSError, ValueError, AttributeError):
+        return True  # no record of this search finishing
+
+
+def restore_chosen(work: Path, keep_root: Path, key: str) -> None:
+    """Put the kept ``sweep/<key>/chosen.json`` (claims/dvc.yaml's dependency of the task piece) in the work folder,
+    where ``train`` reads it; nothing when none was kept (a task whose sweep piece never ran: train says so when
+    its tuning is ``sweep``)."""
+    kept = keep_root / "sweep" / key / CHOSEN
+    if kept.is_file():
+        chosen_path(work, key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kept, chosen_path(work, key))
 
 
 def run_piece(
@@ -123,7 +164,14 @@ def run_piece(
     elif piece == "sample":
         stage("sample", "--task", key)
         keep(work, keep_root, f"sample/{key}")
+    elif piece == "sweep":
+        resume = task_section(params, key).tuning == "sweep" and unfinished_sweep(work, key)
+        if resume:
+            print(f"[claims] continuing the unfinished sweep of {key} in {work}", file=sys.stderr)
+        stage("sweep", "--task", key, *(["--resume"] if resume else []))
+        keep(work, keep_root, f"sweep/{key}")
     else:
+        restore_chosen(work, keep_root, key)
         stage("train", "--task", key)
         stage("evaluate", "--task", key, *(["--retest"] if retest else []))
         keep(work, keep_root, f"data/{key}")
@@ -136,8 +184,8 @@ def run_piece(
 def main(argv=None) -> None:
     parser = stage_parser(__doc__)
     parser.set_defaults(profile="claims")
-    parser.add_argument("piece", choices=PIECES, help="task, sample or grid")
-    parser.add_argument("name", help="a task key (task, sample) or a grid under ablations (grid)")
+    parser.add_argument("piece", choices=PIECES, help="sweep, task, sample or grid")
+    parser.add_argument("name", help="a task key (sweep, task, sample) or a grid under ablations (grid)")
     parser.add_argument(
         "--retest",
         action="store_true",

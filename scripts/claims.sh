@@ -5,6 +5,8 @@
 #   bash scripts/claims.sh task <task> [<task>...]   dvc repro claims/dvc.yaml:task@<task> (and sample@<task>, for a
 #                                                    generative task)
 #   bash scripts/claims.sh grid <grid> [<grid>...]   dvc repro claims/dvc.yaml:grid@<grid>
+#   bash scripts/claims.sh sweep <task> [<task>...]  dvc repro claims/dvc.yaml:sweep@<task> alone (task@<task> runs it
+#                                                    first: what it chooses is a dependency of the decisive runs)
 #   bash scripts/claims.sh --retest task <task>...   after a setting changed: the changed runs train again and the
 #                                                    test split is read again, logged as a re-read (SWARMLAB_RETEST=1)
 #
@@ -18,8 +20,8 @@ retest=0
 if [ "${1:-}" = --retest ]; then retest=1; shift; fi
 piece=${1:-}
 shift || true
-if [ "$piece" != task ] && [ "$piece" != grid ] || [ $# -eq 0 ]; then
-  echo "error: usage: bash scripts/claims.sh [--retest] task <task>... | grid <grid>..." >&2
+if [ "$piece" != task ] && [ "$piece" != grid ] && [ "$piece" != sweep ] || [ $# -eq 0 ]; then
+  echo "error: usage: bash scripts/claims.sh [--retest] task <task>... | grid <grid>... | sweep <task>..." >&2
   exit 2
 fi
 targets=()
