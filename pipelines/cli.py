@@ -21,6 +21,10 @@ overrides:
 - ``train.<key>=`` and ``augment.<key>=`` set the top-level override sections, as ``dvc exp run -S +train.lr=...``;
 - any other dotted key sets the active profile's value (``tasks.imdb.train.lr=3e-4``, ``sweep.num_samples=8``).
 
+The console script runs the checkout it was installed from (``scripts/setup.sh`` installs the one it sits in), with
+that checkout's params.yaml, ``data/`` and ``reports/``: run from a folder outside it, it refuses (one line) rather
+than read another checkout's files. In another checkout, ``python -m pipelines.cli ...`` runs that checkout's own code.
+
 Values are YAML (``3e-4``, ``true``, ``[a, b]``). The overrides go into a copy of params.yaml, which is read by the
 same loader and checks as the file itself (an unknown key is one line with the keys known there), and the stage reads
 that copy; params.yaml is never written. Run names in MLflow carry the overrides, as they carry ``-S``'s.
@@ -41,7 +45,7 @@ from pathlib import Path
 import yaml
 
 from swarmlab.errors import SwarmlabError
-from swarmlab.paths import PARAMS_FILE
+from swarmlab.paths import PARAMS_FILE, REPO_ROOT
 
 # command -> (stage module, how its first bare word is passed: "--task", "--grid", "" = passed as is, None = takes none)
 COMMANDS = {
@@ -156,6 +160,20 @@ def stage_argv(command: str, task: str | None, flags: list[str], special: dict, 
     return argv + flags
 
 
+def outside_checkout(cwd: Path, root: Path = REPO_ROOT) -> str | None:
+    """Why a command may not run in ``cwd``: its paths are those of the checkout ``root`` this code is in (the one
+    the console script was installed from), so from a folder outside it a command would read and write that
+    checkout's params.yaml, data/ and reports/ while the user looks at another folder."""
+    cwd, root = Path(cwd).resolve(), Path(root).resolve()
+    if cwd == root or root in cwd.parents:
+        return None
+    return (
+        f"this command runs the checkout at {root} (its params.yaml, data/ and reports/), and {cwd} is outside it: "
+        f"cd into {root}, or, in another checkout, run its own code with `python -m pipelines.cli ...` (or install "
+        "it: bash scripts/setup.sh)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or words[0] in ("-h", "--help", "help"):
@@ -164,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # `swarmlab --help | head`
             sys.stderr.close()
         return 0
+    elsewhere = outside_checkout(Path.cwd())
+    if elsewhere:
+        print(f"error: {elsewhere}", file=sys.stderr)
+        return 2
     command, rest = words[0], words[1:]
     if command not in COMMANDS:
         close = difflib.get_close_matches(command, list(COMMANDS), n=2)

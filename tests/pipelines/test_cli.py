@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from pipelines.cli import COMMANDS, main, split_words, with_overrides
+from pipelines.cli import COMMANDS, main, outside_checkout, split_words, with_overrides
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import PARAMS_FILE
 from tests.conftest import REPO_ROOT
@@ -106,3 +106,21 @@ def test_a_stage_runs_with_overrides_and_params_yaml_untouched(tmp_path):
     (entry,) = metrics.values()
     assert entry["steps"] == 20 and entry["evaluations"] == 2
     assert PARAMS_FILE.read_bytes() == before
+
+
+def test_a_command_run_outside_its_checkout_refuses_rather_than_read_that_checkouts_files(
+    tmp_path, monkeypatch, capsys
+):
+    """#38: the console script is bound to the checkout it was installed from; from another folder (another clone) it
+    would have trained on that checkout's data and written its reports. Inside the checkout, any folder will do."""
+    other = tmp_path / "other-clone"
+    (other / "data").mkdir(parents=True)
+    monkeypatch.chdir(other)
+    assert main(["report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: this command runs the checkout at ") and err.count("\n") == 1, err
+    assert str(REPO_ROOT.resolve()) in err and str(other.resolve()) in err
+    assert not (other / "reports").exists()  # nothing written where the user stood
+    assert main(["--help"]) == 0  # help reads nothing: it works anywhere
+    assert outside_checkout(REPO_ROOT) is None and outside_checkout(REPO_ROOT / "docs") is None
+    assert outside_checkout(REPO_ROOT.parent) is not None
