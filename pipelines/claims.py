@@ -1,7 +1,7 @@
 """Stages `sweep@<task>`, `task@<task>`, `sample@<task>` and `grid@<grid>` of ``claims/dvc.yaml``: one piece of the
 `claims` profile.
 
-The claims profile (params.yaml ``profiles.claims``) holds each seed claim's decisive experiment at a CPU scale. Its
+The claims profile (params.yaml ``profiles.claims``) holds each paper claim's decisive experiment at a CPU scale. Its
 pieces take hours, so they run in a work folder of their own, ``outputs/claims`` (``SWARMLAB_WORKDIR`` for the
 stages they run; ``--work`` to move it), where the default profile's data, checkpoints and reports stay untouched.
 What the claims ledger reads is kept in ``reports/claims/`` (committed), each piece's folders swapped in whole when

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pieces of the `claims` profile (each seed claim's decisive experiment at a CPU scale), through their DVC stages
+# Pieces of the `claims` profile (each paper claim's decisive experiment at a CPU scale), through their DVC stages
 # (claims/dvc.yaml; the work is pipelines/claims.py), so that claims/dvc.lock records what made each one:
 #
 #   bash scripts/claims.sh task <task> [<task>...]   dvc repro claims/dvc.yaml:task@<task> (and sample@<task>, for a
