@@ -15,8 +15,9 @@ the piece succeeded:
 * ``task <task>``: the task's data where the work folder lacks it (IMDB's three steps first when the task reads
   ``data/prepared`` or ``data/tokenized``), the kept ``sweep/<task>/chosen.json`` put back in the work folder (what
   the task's sweep piece chose: ``train`` reads it, and claims/dvc.yaml makes it a dependency), then ``train`` and
-  ``evaluate``; keeps ``data/<task>``, ``train/<task>`` and ``evaluate/<task>``. Set ``SWARMLAB_RETEST=1`` (or pass ``--retest``) after a setting changed: the changed
-  runs train again and the test split is read again, logged as a re-read (``reports/test_reads.jsonl``).
+  ``evaluate``; keeps ``data/<task>``, ``train/<task>`` and ``evaluate/<task>``. Set ``SWARMLAB_RETEST=1`` (or pass
+  ``--retest``) after a setting changed: the changed runs train again and the test split is read again, logged as
+  a re-read (``reports/test_reads.jsonl``).
 * ``sample <task>``: the task's samples from the checkpoints ``task <task>`` trained; keeps ``sample/<task>``.
 * ``grid <grid>``: an ablation grid (``python -m pipelines.ablate --resume``) after its task's data; keeps
   ``ablations/<grid>``. A grid kept with points missing resumes from them, in a fresh clone too.
