@@ -131,3 +131,20 @@ def test_a_swept_task_trains_its_kept_choice_in_a_fresh_work_folder(tmp_path):
     metrics = json.loads((repo / "reports" / "claims" / "train" / "clustering_direct" / "metrics.json").read_text())
     tuning = metrics["set_linear_mean-seed0"]["tuning"]  # the run trained what the kept record says
     assert tuning == describe(kept, "set_linear_mean") and tuning.startswith(f"sweep {kept['sweep_id']}: 2 trials")
+
+
+@pytest.mark.parametrize("grid", ["long_lr_text", "long_lr_listops"])
+def test_the_hand_lr_grids_the_sweeps_replace_still_train_their_own_lrs(claims, grid):
+    """Their points vary the lr themselves: under the task's `tuning: sweep` a chosen lr would win over every point's
+    (or the points would wait for a sweep); the grids pin their task, so each point trains the lr it names."""
+    from swarmlab.drive.ablations import grid_points, grid_spec, point_params
+    from swarmlab.drive.spec import resolve
+
+    spec = grid_spec(claims, grid)
+    lrs = set()
+    for point in grid_points(claims, grid):
+        params = point_params(claims, spec, point, grid)
+        assert params["tasks"][spec["task"]]["tuning"] == "pinned"
+        runs = resolve(params, "train", spec["task"], tracking=False, root=REPO_ROOT).runs
+        lrs |= {r.train.lr for r in runs}
+    assert lrs == {3.0e-5, 1.0e-4, 3.0e-4, 1.0e-3}

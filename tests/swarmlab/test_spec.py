@@ -18,6 +18,9 @@ from tests.conftest import REPO_ROOT
 @pytest.mark.parametrize("key", ["imdb", "clustering_direct", "clustering_mog", "listops", "mnist"])
 def test_a_stage_spec_is_what_the_stages_resolve(profile, key):
     params = load_params(profile=profile)
+    # the resolution itself, from the pins: a swept task (the claims profile's clustering_direct and listops) trains
+    # what its sweep chose, which tests/swarmlab/drive/test_tuning.py checks
+    params["tasks"][key]["tuning"] = "pinned"
     spec = resolve(params, "train", key, tracking=False, root=REPO_ROOT)
     if spec.skip:
         assert spec.runs == ()
