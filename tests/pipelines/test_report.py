@@ -461,3 +461,118 @@ def test_summary_cli_on_a_garbage_metrics_file_is_one_line_exit_2(tmp_path):
     assert lines[0].startswith(f"error: {reports / 'evaluate' / TASK / 'metrics.json'} is not JSON")
     assert f"rerun `dvc repro evaluate@{TASK}`" in lines[0]
     assert (reports / "summary.json").read_text() == "{}\n"
+
+
+def fake_sweep(reports: Path, task: str = "lra_text") -> None:
+    """What claims/dvc.yaml sweep@<task> keeps (reports/claims/sweep/<task>/): a choice for hsw_small, none for
+    longformer (every trial at chance), and every trial in summary.csv; and the task's runs, hsw_small's trained with
+    the choice, longformer's before the sweep (no tuning recorded: pinned)."""
+    folder = reports / "claims" / "sweep" / task
+    folder.mkdir(parents=True)
+    record = {
+        "task": task,
+        "profile": "claims",
+        "tuning": "sweep",
+        "sweep_id": "abc123",
+        "metric": "best_val_accuracy",
+        "mode": "max",
+        "budget": {"time_budget_s": 240.0},
+        "chance": [0.5, 1000],
+        "models": {
+            "hsw_small": {
+                "trials": 3,
+                "score": 0.61,
+                "learned": True,
+                "train": {"lr": 0.000123, "weight_decay": 0.01},
+                "model_overrides": {"window": 128},
+            },
+            "longformer": {
+                "trials": 3,
+                "score": 0.5,
+                "learned": False,
+                "why": "did not learn at this budget: best best_val_accuracy 0.5000; chance 0.5000 over 1000 rows",
+            },
+        },
+    }
+    (folder / "chosen.json").write_text(json.dumps(record))
+    (folder / "summary.md").write_text("# Sweep of lra_text\n")
+    rows = [
+        "rank,model,trial,status,val_accuracy,num_params,best_step,best_epoch,evaluations,params,mlflow_run_id,error"
+    ]
+    for i, (model, lr, score) in enumerate(
+        [("hsw_small", 0.000123, 0.61), ("hsw_small", 0.001, 0.55), ("hsw_small", 2e-5, 0.52)]
+        + [("longformer", lr, 0.5) for lr in (1e-5, 1e-4, 1e-3)]
+    ):
+        rows.append(f"{i + 1},{model},t{i},ok,{score},1000,100,0,3,lr={lr:.3g} weight_decay=0.01 window=128,r{i},")
+    (folder / "summary.csv").write_text("\n".join(rows) + "\n")
+    train = reports / "claims" / "train" / task
+    train.mkdir(parents=True)
+    runs = {
+        "hsw_small-seed0": {"model": "hsw_small", "seed": 0, "tuning": "sweep abc123: 3 trials of 240 s, chosen"},
+        "hsw_small-seed1": {"model": "hsw_small", "seed": 1, "tuning": "sweep abc123: 3 trials of 240 s, chosen"},
+        "longformer-seed0": {"model": "longformer", "seed": 0},
+    }
+    (train / "metrics.json").write_text(json.dumps(runs))
+
+
+def test_the_sweeps_section_shows_each_choice_and_whether_the_decisive_runs_trained_it(tmp_path):
+    """Issue 37 item 3: a claims sweep (reports/claims/sweep/<task>/) is a section row per model: its trials, best
+    validation score, what was chosen or that it did not learn (never a tie-break), and whether the task's runs
+    recorded that sweep as their tuning; with a figure of every trial against its learning rate."""
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    fake_sweep(reports)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
+    section = section[: section.index("\n## ", 10)]
+    assert "### `lra_text` (reports/claims/sweep (the `claims` profile))" in section
+    assert "| model | trials | best val_accuracy | learned | settings chosen | decisive runs |" in section
+    assert "`bash scripts/claims.sh sweep lra_text`" in section and "trials of 240 net s" in section
+    hsw = next(r for r in section.splitlines() if r.startswith("| `hsw_small` "))
+    assert "| 3 | 0.6100 | yes | lr=0.000123, weight_decay=0.01, window=128 | yes (2 runs) |" in hsw
+    longformer = next(r for r in section.splitlines() if r.startswith("| `longformer` "))
+    assert "| **no** | did not learn at this budget" in longformer and "trains its pinned settings" in longformer
+    assert "not yet: 1 of 1 runs trained pinned" in longformer
+    assert "report/figures/sweep_claims_lra_text.png" in section
+    assert (reports / "report" / "figures" / "sweep_claims_lra_text.png").is_file()
+    assert "[claims/sweep/lra_text/summary.md](claims/sweep/lra_text/summary.md)" in section
+    assert "`longformer` did not learn at the sweep's budget" in md  # and What is missing says so
+
+
+def test_the_sweeps_section_lists_no_pinned_task(tmp_path):
+    """A pinned task's record (the sweep stage under `tuning: pinned`) searched nothing: no row, and the section
+    says how to sweep one."""
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    (reports / "sweep" / TASK).mkdir(parents=True)
+    (reports / "sweep" / TASK / "chosen.json").write_text(
+        json.dumps({"task": TASK, "profile": "smoke", "tuning": "pinned", "models": {}})
+    )
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
+    section = section[: section.index("\n## ", 10)]
+    assert "None yet: every task's settings are pinned" in section and "###" not in section
+
+
+def test_a_side_record_sweep_is_shown_as_not_carried(tmp_path):
+    """A sweep kept under reports/side/<run>/sweep/<task>/ (one that failed a condition of its protocol, say) is
+    listed with its choice, but as read by no run; and its models that did not learn are not a missing input."""
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    fake_sweep(reports)
+    side = reports / "side" / "sweep_avx2"
+    (side / "sweep").mkdir(parents=True)
+    (reports / "claims" / "sweep" / "lra_text").rename(side / "sweep" / "lra_text")
+    (side / "README.md").write_text("# A sweep on a slower machine\n")
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
+    section = section[: section.index("\n## ", 10)]
+    assert "### `lra_text` (side record `sweep_avx2`, not carried: its README says why)" in section
+    assert "A side record: no run reads this choice." in section
+    rows = [r for r in section.splitlines() if r.startswith("| `")]
+    assert len(rows) == 2 and all(r.endswith("| not carried (side record) |") for r in rows)
+    assert "report/figures/sweep_side_sweep_avx2_lra_text.png" in section
+    assert "did not learn at the sweep's budget" not in md

@@ -19,7 +19,7 @@ from typing import Callable
 
 from swarmlab.document import Bullets, Document, Heading, Image, Para, to_html, to_markdown
 from swarmlab.io import atomic_dir, atomic_write_text
-from swarmlab.drive.report import ablations, figures, memory, papers, reruns, side, tables
+from swarmlab.drive.report import ablations, figures, memory, papers, reruns, side, sweeps, tables
 from swarmlab.drive.report.amendments import load_amendments
 from swarmlab.drive.report.baselines import EXPERIMENT, load_baselines
 from swarmlab.drive.report.cells import fmt, prov_text, rel
@@ -223,6 +223,7 @@ class Report:
             memory_scaling,
             tables.runtime_section(self),
             ablations.ablation_section(self),
+            sweeps.sweep_section(self),
             side.side_section(self),
             tables.data_section(self),
             papers.baselines_section(self),
