@@ -155,6 +155,10 @@ def test_the_report_is_byte_identical_when_rerun_in_process(tmp_path):
     first = snapshot(reports)
     write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
     assert first == snapshot(reports)
+    # without the store the report claims no run names: the commit and the command, and where the runs would be
+    md = first["REPORT.md"].decode()
+    assert "Every number of ours names the MLflow run" not in md
+    assert "names the git commit and the command that made it; the MLflow runs' ids and links come from" in md
     assert sum(name.endswith(".png") for name in first) == 2  # curves and score-vs-parameters of the one task
 
 
@@ -172,6 +176,7 @@ def test_the_report_is_byte_identical_when_rerun(tmp_path):
         assert first[name] == second[name], f"{name} differs between two runs on the same inputs"
     md = first["REPORT.md"].decode()
     assert "#/experiments/" in md and run_id[:8] in md, "our run's MLflow link is missing"
+    assert "Every number of ours names the MLflow run that produced it" in md
     assert (
         "report/figures/curves_toy_counting.png" in md
         and "report/plots/confusion/toy_counting/transformer.csv" in first
