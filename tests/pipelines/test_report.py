@@ -537,7 +537,8 @@ def test_the_sweeps_section_shows_each_choice_and_whether_the_decisive_runs_trai
     hsw = next(r for r in section.splitlines() if r.startswith("| `hsw_small` "))
     assert "| 3 | 0.6100 | yes | lr=0.000123, weight_decay=0.01, window=128 | yes (2 runs) |" in hsw
     longformer = next(r for r in section.splitlines() if r.startswith("| `longformer` "))
-    assert "| **no** | did not learn at this budget" in longformer and "trains its pinned settings" in longformer
+    assert "| **no** | did not learn at this budget: best val_accuracy 0.5000; chance" in longformer
+    assert "trains its pinned settings" in longformer
     assert "not yet: 1 of 1 runs trained pinned" in longformer
     assert "report/figures/sweep_claims_lra_text.png" in section
     assert (reports / "report" / "figures" / "sweep_claims_lra_text.png").is_file()
@@ -579,5 +580,6 @@ def test_a_side_record_sweep_is_shown_as_not_carried(tmp_path):
     assert "A side record: no run reads this choice." in section
     rows = [r for r in section.splitlines() if r.startswith("| `")]
     assert len(rows) == 2 and all(r.endswith("| not carried (side record) |") for r in rows)
+    assert "trains its pinned settings" not in section  # no run reads a side record
     assert "report/figures/sweep_side_sweep_avx2_lra_text.png" in section
     assert "did not learn at the sweep's budget" not in md

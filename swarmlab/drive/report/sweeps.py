@@ -23,12 +23,18 @@ if TYPE_CHECKING:  # a type only: assemble imports this module
 LR = re.compile(r"(?:^|\s)lr=(\S+)")  # a trial's learning rate in summary.csv's params column ("lr=0.000161 ...")
 
 
-def chosen_text(entry: dict) -> str:
+def chosen_text(entry: dict, carried: bool = True) -> str:
     """A learned model's chosen values (engine settings, then model config), or why nothing was chosen."""
     if not entry.get("learned"):
-        return str(entry.get("why") or "did not learn at this budget") + ": trains its pinned settings"
+        # the record names its objective (best_<metric>) after the word "best": say it once
+        why = str(entry.get("why") or "did not learn at this budget").replace("best best_", "best ")
+        return why + (": trains its pinned settings" if carried else "")
     chosen = {**(entry.get("train") or {}), **(entry.get("model_overrides") or {})}
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(chosen.items()))
+
+
+def number(v) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:g}"
 
 
 def trained_with(train_metrics: dict | None, model: str, sweep_id: str) -> str:
@@ -94,7 +100,7 @@ def _sweep_blocks(rep: Report, folder: Path, record: dict, source: str, again: s
     budget = record.get("budget") or {}
     per_trial = (
         " or ".join(
-            f"{budget[k]:g} {unit}"
+            f"{number(budget[k])} {unit}"
             for k, unit in (("time_budget_s", "net s"), ("max_steps", "steps"), ("max_epochs", "epochs"))
             if budget.get(k)
         )
@@ -129,7 +135,7 @@ def _sweep_blocks(rep: Report, folder: Path, record: dict, source: str, again: s
             str(entry.get("trials", "—")),
             fmt(entry.get("score"), metric),
             "yes" if entry.get("learned") else "**no**",
-            chosen_text(entry),
+            chosen_text(entry, carried=not side),
             "not carried (side record)" if side else trained_with(train_metrics, model, sweep_id),
         ]
         for model, entry in sorted(models.items())
