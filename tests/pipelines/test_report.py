@@ -468,6 +468,14 @@ def test_summary_cli_on_a_garbage_metrics_file_is_one_line_exit_2(tmp_path):
     assert (reports / "summary.json").read_text() == "{}\n"
 
 
+def sweeps_section(params: dict, reports: Path, tmp_path: Path) -> tuple[str, str]:
+    """The report written from ``reports``, and its section on the sweeps."""
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    md = (reports / "REPORT.md").read_text()
+    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
+    return md, section[: section.index("\n## ", 10)]
+
+
 def fake_sweep(reports: Path, task: str = "lra_text") -> None:
     """What claims/dvc.yaml sweep@<task> keeps (reports/claims/sweep/<task>/): a choice for hsw_small, none for
     longformer (every trial at chance), and every trial in summary.csv; and the task's runs, hsw_small's trained with
@@ -527,10 +535,7 @@ def test_the_sweeps_section_shows_each_choice_and_whether_the_decisive_runs_trai
     params = load_params(profile="smoke")
     reports = fake_reports(tmp_path)
     fake_sweep(reports)
-    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
-    md = (reports / "REPORT.md").read_text()
-    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
-    section = section[: section.index("\n## ", 10)]
+    md, section = sweeps_section(params, reports, tmp_path)
     assert "### `lra_text` (reports/claims/sweep (the `claims` profile))" in section
     assert "| model | trials | best val_accuracy | learned | settings chosen | decisive runs |" in section
     assert "`bash scripts/claims.sh sweep lra_text`" in section and "trials of 240 net s" in section
@@ -555,10 +560,7 @@ def test_the_sweeps_section_lists_no_pinned_task(tmp_path):
     (reports / "sweep" / TASK / "chosen.json").write_text(
         json.dumps({"task": TASK, "profile": "smoke", "tuning": "pinned", "models": {}})
     )
-    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
-    md = (reports / "REPORT.md").read_text()
-    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
-    section = section[: section.index("\n## ", 10)]
+    md, section = sweeps_section(params, reports, tmp_path)
     assert "None yet: every task's settings are pinned" in section and "###" not in section
 
 
@@ -572,10 +574,7 @@ def test_a_side_record_sweep_is_shown_as_not_carried(tmp_path):
     (side / "sweep").mkdir(parents=True)
     (reports / "claims" / "sweep" / "lra_text").rename(side / "sweep" / "lra_text")
     (side / "README.md").write_text("# A sweep on a slower machine\n")
-    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
-    md = (reports / "REPORT.md").read_text()
-    section = md[md.index("## Sweeps: how the searched settings were chosen") :]
-    section = section[: section.index("\n## ", 10)]
+    md, section = sweeps_section(params, reports, tmp_path)
     assert "### `lra_text` (side record `sweep_avx2`, not carried: its README says why)" in section
     assert "A side record: no run reads this choice." in section
     rows = [r for r in section.splitlines() if r.startswith("| `")]
