@@ -1,6 +1,7 @@
 """The sweeps that chose settings (issue 37, tuning on the page): for every task whose models were searched (a
 ``chosen.json`` of tuning ``sweep``, the claims profile's under ``reports/claims/sweep/<task>/``, this profile's under
-``reports/sweep/<task>/``), each model's trial count, the budget of one trial, its best validation score, what was
+``reports/sweep/<task>/``, and side records under ``reports/side/<run>/sweep/<task>/``, which no run reads: a sweep
+kept but not carried, its README says why), each model's trial count, the budget of one trial, its best validation score, what was
 chosen or that it did not learn at this budget, and whether the task's decisive runs trained that choice yet; then a
 figure of every trial's validation score against its learning rate, so that a reader sees whether the range held the
 best one. A pinned task's record searched nothing and is not shown."""
