@@ -237,9 +237,9 @@ class Report:
                 + (
                     "Every number of ours names the MLflow run that produced it, the git commit and the command. "
                     if self.ml.ok
-                    else "Every number of ours names the git commit and the command that made it; the MLflow runs' "
-                    "ids and links come from the store the runs wrote (`mlruns.db`, not committed), which this report did not "
-                    "read (Status, below). "
+                    else "Every number of ours names the git commit and the command that made it; the MLflow "
+                    "runs' ids and links come from the store the runs wrote (`mlruns.db`, not committed), which "
+                    "this report did not read (Status, below). "
                 )
                 + "Paper numbers come from "
                 "`pipelines/paper_baselines.yaml` (each quoted from its paper; logged to MLflow by "
