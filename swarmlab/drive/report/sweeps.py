@@ -1,10 +1,10 @@
 """The sweeps that chose settings (issue 37, tuning on the page): for every task whose models were searched (a
-``chosen.json`` of tuning ``sweep``, the claims profile's under ``reports/claims/sweep/<task>/``, this profile's under
+``chosen.json`` of tuning ``sweep``: the claims profile's under ``reports/claims/sweep/<task>/``, this profile's under
 ``reports/sweep/<task>/``, and side records under ``reports/side/<run>/sweep/<task>/``, which no run reads: a sweep
-kept but not carried, its README says why), each model's trial count, the budget of one trial, its best validation score, what was
-chosen or that it did not learn at this budget, and whether the task's decisive runs trained that choice yet; then a
-figure of every trial's validation score against its learning rate, so that a reader sees whether the range held the
-best one. A pinned task's record searched nothing and is not shown."""
+kept but not carried, its README says why), each model's trial count, the budget of one trial, its best validation
+score, what was chosen or that it did not learn at this budget, and whether the task's decisive runs trained that
+choice yet; then a figure of every trial's validation score against its learning rate, so that a reader sees whether
+the range held the best one. A pinned task's record searched nothing and is not shown."""
 
 from __future__ import annotations
 
@@ -151,11 +151,9 @@ def _sweep_blocks(rep: Report, folder: Path, record: dict, source: str, again: s
     points = trial_points(read_csv(folder / "summary.csv"), metric)
     if points:
         learned = {m for m, e in models.items() if e.get("learned")}
-        tag = (
-            "side_" + folder.parent.parent.name + "_"
-            if side
-            else ("claims_" if source.startswith("reports/claims") else "")
-        )
+        # the figure named by where the sweep is kept: claims/sweep/<task> -> claims_, side/<run>/sweep/<task> ->
+        # side_<run>_, sweep/<task> -> nothing
+        tag = "".join(f"{part}_" for part in folder.relative_to(rep.reports).parts[:-2])
         image = rep.figure(
             f"sweep_{tag}{task}",
             trials_plot(
