@@ -35,6 +35,21 @@ NEGATIVE = [
 ]
 
 
+def _threads_per_worker() -> int:
+    """Cores per pytest-xdist worker (.ci/run starts two): two workers on two cores get one thread each,
+    so that torch's pools in the workers and in the stages they run as subprocesses do not fight over the cores. A
+    plain ``pytest`` (one process) keeps two."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(2, (os.cpu_count() or 1) // workers))
+
+
+def pytest_configure(config):
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        import torch
+
+        torch.set_num_threads(_threads_per_worker())
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_read_log(tmp_path_factory):
     """No test appends to the repo's log of test-split reads (reports/test_reads.jsonl): set in os.environ, so that
@@ -54,7 +69,7 @@ def _isolated_env(tmp_path, monkeypatch):
     """No test writes to the repo's MLflow store or shows progress bars."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlruns.db'}")
     monkeypatch.setenv("SWARMLAB_PROGRESS", "0")
-    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(_threads_per_worker())))
 
 
 def reviews(n_per_label: int) -> list[dict]:
