@@ -181,10 +181,17 @@ class Ledger:
 
     def _tuning_note(self, claim: Claim) -> str:
         """How the compared models' settings were chosen (``decided_by.tuning``: the grid that chose them on
-        validation), and which model the search left at chance at every candidate, so that its choice was no pick."""
+        validation, or ``sweep``: the claims sweep of the claim's task), and which model a grid left at chance at
+        every candidate, so that its choice was no pick. A sweep's per-model outcome is in the runs' own records
+        (``annotate_tuning``: the row's settings column, and "did not learn at this budget" there)."""
         grid = claim.decided_by.get("tuning")
         if not grid:
             return ""
+        if grid == "sweep":
+            stage = f"sweep@{claim.decided_by.get('task')}"
+            if _json(self.reports / "sweep" / str(claim.decided_by.get("task")) / "chosen.json") is None:
+                return f" · settings chosen by `{stage}`, whose results are missing here"
+            return f" · settings chosen on validation by `{stage}` (each side's trials: the settings column)"
         res = self._ablation(grid)
         if not res:
             return f" · settings chosen by grid `{grid}`, whose results are missing here"

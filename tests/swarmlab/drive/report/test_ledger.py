@@ -575,6 +575,21 @@ def test_a_model_at_chance_on_every_seed_decides_nothing_and_a_flat_search_picks
     assert "b (validation" not in tuned.why
 
 
+def test_a_claim_tuned_by_its_sweep_names_the_sweep_stage_not_a_grid(tmp_path):
+    """``decided_by.tuning: sweep`` is the claims sweep of the claim's task (claims/dvc.yaml sweep@<task>), not a grid
+    named "sweep": the row names the stage, and says so when its results are missing."""
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "t", [0.34, 0.33, 0.335], [0.30, 0.29, 0.295])
+    missing = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="sweep")))
+    assert "settings chosen by `sweep@t`, whose results are missing here" in missing.why
+    assert "grid" not in missing.why
+    (reports / "sweep" / "t").mkdir(parents=True)
+    (reports / "sweep" / "t" / "chosen.json").write_text(json.dumps({"task": "t", "models": {}}))
+    swept = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="sweep")))
+    assert "settings chosen on validation by `sweep@t` (each side's trials: the settings column)" in swept.why
+    assert "missing" not in swept.why and "grid" not in swept.why
+
+
 def test_the_seed_plan_comes_from_the_spread_and_a_ranking_gets_at_least_five(tmp_path):
     """The PMA grid's per-seed differences (-0.253, -0.232, -0.117; d = 2.7) need 4 seeds for 80% power; a model
     compared with two others on one task is a ranking: at least 5."""
