@@ -40,7 +40,8 @@ def _threads_per_worker() -> int:
     so that torch's pools in the workers and in the stages they run as subprocesses do not fight over the cores. A
     plain ``pytest`` (one process) keeps two."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return max(1, min(2, (os.cpu_count() or 1) // workers))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(2, cpus // workers))
 
 
 def pytest_configure(config):
