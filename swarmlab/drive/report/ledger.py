@@ -188,10 +188,10 @@ class Ledger:
         if not grid:
             return ""
         if grid == "sweep":
-            stage = f"sweep@{claim.decided_by.get('task')}"
-            if _json(self.reports / "sweep" / str(claim.decided_by.get("task")) / "chosen.json") is None:
-                return f" · settings chosen by `{stage}`, whose results are missing here"
-            return f" · settings chosen on validation by `{stage}` (each side's trials: the settings column)"
+            task = str(claim.decided_by.get("task"))
+            if _json(self.reports / "sweep" / task / "chosen.json") is None:
+                return f" · settings chosen by `sweep@{task}`, whose results are missing here"
+            return f" · settings chosen on validation by `sweep@{task}` (each side's trials: the settings column)"
         res = self._ablation(grid)
         if not res:
             return f" · settings chosen by grid `{grid}`, whose results are missing here"
