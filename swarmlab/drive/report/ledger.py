@@ -153,6 +153,9 @@ class Ledger:
             idle = self._did_not_learn(row.runs)
             if idle:
                 return _undecided(row, f"not decided: {idle}", found=True)
+            mixed = self._mixed_precision(row.runs)
+            if mixed:
+                return _undecided(row, f"not decided: {mixed}", found=True)
             row.why += self._tuning_note(claim)
         if self.code_changes is not None and row.runs:
             piece = self._piece(claim, row.runs)
@@ -178,6 +181,30 @@ class Ledger:
             if len(v) >= 2 and None not in v and len(set(v)) == 1
         ]
         return "; ".join(idle)
+
+    @staticmethod
+    def _mixed_precision(runs: list[RunResult]) -> str:
+        """Why the runs of one comparison were not trained alike, or "": some with bf16 autocast and some without.
+        The engine turns autocast on where the CPU has native bf16 (AVX-512 bf16 or AMX) and off elsewhere, so such
+        runs ran on different CPU classes, at different precision and, under equal net time, at different step
+        counts (about 2x apart). A piece resumed on another machine class shows here. Records without the field
+        (older runs) are not counted."""
+        flags: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        for r in runs:
+            on = r.train.get("bf16_autocast")
+            if isinstance(on, bool):
+                flags[on].setdefault(r.model, []).append(r.seed)
+        if not (flags[True] and flags[False]):
+            return ""
+
+        def side(d: dict[str, list[int]]) -> str:
+            return ", ".join(f"{m} (seed {', '.join(map(str, sorted(s)))})" for m, s in sorted(d.items()))
+
+        return (
+            f"its runs trained at different precision, bf16 autocast on for {side(flags[True])} and off for "
+            f"{side(flags[False])}: they ran on different CPU classes, so equal net time was not equal compute; "
+            "rerun them on one machine class"
+        )
 
     def _tuning_note(self, claim: Claim) -> str:
         """How the compared models' settings were chosen (``decided_by.tuning``: the grid that chose them on

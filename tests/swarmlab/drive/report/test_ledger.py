@@ -539,6 +539,32 @@ def test_code_that_differed_from_its_commit_and_different_training_code_are_flag
     assert dirty.verdict == SUPPORTED and "0123456 (code differed from it)" in dirty.provenance  # shown, not refused
 
 
+def test_runs_trained_at_different_precision_decide_nothing(tmp_path):
+    """Runs with bf16 autocast on beside runs with it off ran on different CPU classes (native bf16 or not): under
+    equal net time that is unequal compute, so the row keeps its numbers and decides nothing. One precision on every
+    run, or records without the field, decide as before."""
+    reports = tmp_path / "reports"
+    seeds_pair(reports, "t", [0.8, 0.81, 0.82], [0.7, 0.71, 0.72])
+    tr_path = reports / "train" / "t" / "metrics.json"
+    tr = json.loads(tr_path.read_text())
+    c = claim("ab", pair("a", "b", task="t"))
+    for flag in (True, False):
+        for entry in tr.values():
+            entry["bf16_autocast"] = flag
+        tr_path.write_text(json.dumps(tr))
+        assert Ledger(reports, profile="cpu").decide(c).verdict == SUPPORTED
+    tr["b-seed2"]["bf16_autocast"] = True  # one seed of b resumed on the other machine class
+    del tr["a-seed0"]["bf16_autocast"]  # an older record: not counted
+    tr_path.write_text(json.dumps(tr))
+    row = Ledger(reports, profile="cpu").decide(c)
+    assert row.verdict == UNTESTABLE and row.found and row.ours.startswith("a 0.8100 vs b 0.7100")
+    assert row.why == (
+        "not decided: its runs trained at different precision, bf16 autocast on for b (seed 2) and off for a (seed 1, "
+        "2), b (seed 0, 1): they ran on different CPU classes, so equal net time was not equal compute; rerun them on "
+        "one machine class"
+    )
+
+
 def test_a_model_at_chance_on_every_seed_decides_nothing_and_a_flat_search_picks_no_setting(tmp_path):
     """A side whose every seed predicts one class (the same validation accuracy on each) did not learn: the row is
     not decided. A tuning grid that left a model at chance at every candidate is named in the row: no pick."""
