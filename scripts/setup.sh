@@ -13,6 +13,6 @@ fi
 # tests, benchmarks, scripts, data... importable names in every program of this environment (README, Install)
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]' \
   2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import torch, ray, mlflow, dvc, optuna, nltk, tokenizers; print('stack ok: torch', torch.__version__)"
+.venv/bin/python -c "import torch, ray, mlflow, dvc, optuna, nltk, tokenizers, _ruamel_yaml; print('stack ok: torch', torch.__version__)"
 # DVC's queued and temporary experiments run in copies under .dvc/tmp/exps/: let them see paths.datasets (docs/pipeline.md)
 .venv/bin/python -m swarmlab.dvc_copies || echo "warning: DVC's experiment copies will not find paths.datasets" >&2
