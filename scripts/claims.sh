@@ -12,6 +12,9 @@
 #
 # Every name is checked first (one line, exit 2, nothing run). Results: reports/claims/ (committed, with
 # claims/dvc.lock). A killed piece resumes where it stopped. Without DVC: python -m pipelines.claims task <task>.
+# A task piece longer than a session: `python scripts/park.py save <task>` commits its finished runs to
+# claims/parked/<task>; here they are restored first (in a checkout of the code that trained them, on a CPU of the
+# same class: else one line, exit 2), and dropped once the piece has finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -32,4 +35,15 @@ for name in "$@"; do
     targets+=("claims/dvc.yaml:sample@$name")
   fi
 done
+if [ "$piece" = task ]; then
+  for name in "$@"; do python scripts/park.py restore "$name" || exit 2; done
+fi
 SWARMLAB_RETEST=$retest dvc repro "${targets[@]}"
+if [ "$piece" = task ]; then
+  for name in "$@"; do
+    if [ -d "claims/parked/$name" ]; then
+      rm -rf "claims/parked/$name"
+      echo "[claims] task $name finished: its parked runs in claims/parked/$name are no longer needed (removed)" >&2
+    fi
+  done
+fi

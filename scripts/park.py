@@ -1,0 +1,200 @@
+"""Park a claims task piece's finished training runs in git, so that a piece longer than one session (or one
+machine's lease) can continue in a fresh clone: the next session restores them and trains only the runs still missing.
+
+    python scripts/park.py save <task> [--repo <checkout>]      after (or while) the piece runs: copies its finished
+                                                                runs into <checkout>/claims/parked/<task>/
+    python scripts/park.py restore <task> [--repo <checkout>]   before the piece runs again (scripts/claims.sh does it)
+    python scripts/park.py show <task>                          what is parked, trained where and at which code
+
+``<checkout>`` (default: this one) is the clone whose work folder (``outputs/claims``) ran the piece, or will.
+
+A finished run is kept by ``pipelines.train`` only when its fingerprint (settings, code, data, CPUs) is unchanged
+(swarmlab/drive/records.py), so a parked run is kept only by a checkout whose code is the code that trained it:
+``restore`` refuses another one in one line and names the commit to check out. It also refuses a machine of another
+CPU class (its vector extensions): runs bounded by net time get more steps on a faster class, and bf16 autocast may
+switch on, so one comparison's runs would not be comparable (docs/reports.md, "One machine class per comparison").
+
+Per run, what evaluation and the kept records need: ``best.pt`` (checked against the SHA-256 its ``run.json``
+sealed), ``run.json``, ``summary.json``, ``history.csv`` and the curve; not the optimizer state or ``last.pt``, so an
+interrupted run is not parked: it starts again. The MLflow run a ``run.json`` names lives in the store of the clone
+that trained it; the parked copy drops the id (kept in ``manifest.json``), so evaluation opens a new MLflow run.
+Nothing here is a stage's code: parking changes no fingerprint and no DVC dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from swarmlab.drive.records import CODE_DIRS, CODE_SUFFIXES, RUN_FILE, SUMMARY, _hash_tree  # noqa: E402
+from swarmlab.errors import SwarmlabError, cli  # noqa: E402
+from swarmlab.integrity import file_sha256  # noqa: E402
+from swarmlab.io import atomic_dir, atomic_write_text  # noqa: E402
+from swarmlab.machine import cpu_flags, describe_cpu  # noqa: E402
+
+PARKED = Path("claims") / "parked"
+WORK = Path("outputs") / "claims"
+MANIFEST = "manifest.json"
+FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
+NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
+
+
+def code_hash(repo: Path) -> str:
+    """The train fingerprint's code hash (swarmlab/drive/records.py) of the checkout ``repo``."""
+    h = hashlib.sha256()
+    for name in CODE_DIRS:
+        if (repo / name).is_dir():
+            _hash_tree(h, repo / name, CODE_SUFFIXES)
+    return h.hexdigest()
+
+
+def cpu_class() -> list[str]:
+    """The CPU's vector extensions (AVX2, AVX-512, AMX): what makes net time buy a different amount of compute."""
+    return sorted(f for f in cpu_flags()[1] if f == "avx2" or f.startswith(("avx512", "amx")))
+
+
+def commit(repo: Path) -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def runs_root(repo: Path, task: str) -> Path:
+    return repo / WORK / "outputs" / "train" / task
+
+
+def finished_runs(root: Path) -> list[Path]:
+    """The finished runs under ``root``: a final folder (not a hidden ``.<run>.run`` in progress) holding every file a
+    parked run needs, its ``best.pt`` the one its ``run.json`` sealed."""
+    found = []
+    for folder in (
+        sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    ):
+        if not all((folder / name).is_file() for name in NEEDED):
+            continue
+        record = json.loads((folder / RUN_FILE).read_text())
+        if record.get("best_sha256") and file_sha256(folder / "best.pt") == record["best_sha256"]:
+            found.append(folder)
+    return found
+
+
+def save(task: str, repo: Path) -> Path:
+    """Park the finished runs of ``task`` from ``repo``'s work folder in ``repo/claims/parked/<task>`` (swapped in
+    whole; runs parked before and still finished there are parked again)."""
+    runs = finished_runs(runs_root(repo, task))
+    if not runs:
+        raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
+    dest = repo / PARKED / task
+    manifest = {
+        "task": task,
+        "commit": commit(repo),
+        "code_hash": code_hash(repo),
+        "cpu": describe_cpu(),
+        "cpu_class": cpu_class(),
+        "parked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "runs": {},
+    }
+    with atomic_dir(dest) as tmp:
+        for folder in runs:
+            (tmp / folder.name).mkdir(parents=True)
+            for name in FILES:
+                if (folder / name).is_file():
+                    shutil.copy2(folder / name, tmp / folder.name / name)
+            record = json.loads((folder / RUN_FILE).read_text())
+            manifest["runs"][folder.name] = {"mlflow_run_id": record.pop("run_id", None)}
+            (tmp / folder.name / RUN_FILE).write_text(json.dumps(record) + "\n")
+        atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return dest
+
+
+def load_manifest(parked: Path) -> dict:
+    path = parked / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SwarmlabError(f"{path} is missing or damaged ({exc}): the parked runs cannot be checked") from None
+
+
+def restore(task: str, repo: Path, *, parked_root: Path | None = None, any_cpu: bool = False) -> list[str]:
+    """Copy the parked runs of ``task`` into ``repo``'s work folder (a run already there is left alone); the names
+    restored. Refuses, before copying anything, a checkout whose code differs and a CPU of another class."""
+    parked = (parked_root or repo / PARKED) / task
+    if not parked.is_dir():
+        return []
+    manifest = load_manifest(parked)
+    if manifest.get("code_hash") != code_hash(repo):
+        raise SwarmlabError(
+            f"the runs parked in {parked} were trained at commit {manifest.get('commit')}, whose code differs from "
+            f"{repo}'s: train would start them again. Continue in a checkout of that commit: git worktree add "
+            f"<dir> {manifest.get('commit')}, then python scripts/park.py restore {task} --repo <dir> "
+            f"--from {parked.parent}"
+        )
+    here = cpu_class()
+    if manifest.get("cpu_class") != here and not any_cpu:
+        raise SwarmlabError(
+            f"the runs parked in {parked} trained on {manifest.get('cpu')}; this machine is {describe_cpu()}: at equal "
+            "net time the two classes do not train alike, so the piece's runs would not compare (pass --any-cpu to "
+            "restore anyway)"
+        )
+    root = runs_root(repo, task)
+    restored = []
+    for name in sorted(manifest.get("runs", {})):
+        src, dst = parked / name, root / name
+        if dst.exists():
+            continue
+        record = json.loads((src / RUN_FILE).read_text())
+        if file_sha256(src / "best.pt") != record.get("best_sha256"):
+            raise SwarmlabError(f"{src / 'best.pt'} is not the checkpoint its run.json sealed: the parked copy changed")
+        shutil.copytree(src, dst.parent / f".{name}.restoring", dirs_exist_ok=True)
+        (dst.parent / f".{name}.restoring").rename(dst)
+        restored.append(name)
+    return restored
+
+
+def show(task: str, repo: Path) -> str:
+    parked = repo / PARKED / task
+    if not parked.is_dir():
+        return f"{task}: nothing parked in {parked}"
+    m = load_manifest(parked)
+    return (
+        f"{task}: {len(m.get('runs', {}))} finished run(s) parked {m.get('parked_at')} at commit {m.get('commit')} "
+        f"on {m.get('cpu')}: {', '.join(sorted(m.get('runs', {})))}"
+    )
+
+
+@cli
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=("save", "restore", "show"))
+    parser.add_argument("task", help="the task of the claims piece (task@<task>)")
+    parser.add_argument(
+        "--repo", default=str(REPO), help="the checkout whose work folder ran the piece (default: this)"
+    )
+    parser.add_argument("--from", dest="parked_root", default=None, help="restore from this claims/parked folder")
+    parser.add_argument("--any-cpu", action="store_true", help="restore on a CPU of another class")
+    args = parser.parse_args(argv)
+    repo = Path(args.repo).resolve()
+    if not (repo / "params.yaml").is_file():
+        raise SwarmlabError(f"{repo} is not a swarmlab checkout (no params.yaml)")
+    if args.action == "save":
+        dest = save(args.task, repo)
+        print(show(args.task, repo) + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)})")
+    elif args.action == "restore":
+        parked_root = Path(args.parked_root).resolve() if args.parked_root else None
+        names = restore(args.task, repo, parked_root=parked_root, any_cpu=args.any_cpu)
+        if names:
+            print(f"[park] restored {len(names)} finished run(s) of {args.task}: {', '.join(names)}", file=sys.stderr)
+    else:
+        print(show(args.task, repo))
+
+
+if __name__ == "__main__":
+    main()

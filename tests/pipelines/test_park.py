@@ -1,0 +1,149 @@
+"""scripts/park.py: a claims task piece's finished runs parked in git and restored in a fresh clone, only where the
+code that trained them and the CPU class are the same; an unfinished or tampered run is never parked or restored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts import park
+from swarmlab.errors import SwarmlabError
+from swarmlab.integrity import file_sha256
+
+TASK = "clustering_direct"
+
+
+def _checkout(root: Path) -> Path:
+    for name in park.CODE_DIRS:
+        (root / name).mkdir(parents=True)
+        (root / name / "code.py").write_text(f"# {name}\n")
+    (root / "params.yaml").write_text("profile: cpu\n")
+    return root
+
+
+def _run(repo: Path, name: str, *, sealed: bool = True, hidden: bool = False) -> Path:
+    folder = park.runs_root(repo, TASK) / (f".{name}.run" if hidden else name)
+    folder.mkdir(parents=True)
+    (folder / "best.pt").write_bytes(name.encode() * 10)
+    for extra in ("summary.json", "history.csv", "last.pt", "best_optimizer.pt"):
+        (folder / extra).write_text("{}" if extra.endswith("json") else "x")
+    record = {"run_id": f"mlflow-{name}", "model": name.split("-")[0], "fingerprint": "f"}
+    if sealed:
+        record["best_sha256"] = file_sha256(folder / "best.pt")
+    (folder / "run.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_finished_runs_are_parked_and_restored_in_a_fresh_checkout(tmp_path):
+    a = _checkout(tmp_path / "a")
+    _run(a, "swarm-seed0")
+    _run(a, "lstm-seed0")
+    _run(a, "isab-seed0", hidden=True)  # in progress: starts again
+    _run(a, "sab-seed0", sealed=False)  # no sealed checkpoint: not finished
+    dest = park.save(TASK, a)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert sorted(manifest["runs"]) == ["lstm-seed0", "swarm-seed0"]
+    assert manifest["runs"]["swarm-seed0"]["mlflow_run_id"] == "mlflow-swarm-seed0"
+    assert manifest["code_hash"] == park.code_hash(a) and manifest["cpu_class"] == park.cpu_class()
+    assert not (dest / "swarm-seed0" / "last.pt").exists() and not (dest / "swarm-seed0" / "best_optimizer.pt").exists()
+    assert "run_id" not in json.loads((dest / "swarm-seed0" / "run.json").read_text())
+
+    b = _checkout(tmp_path / "b")  # a fresh clone: the same code, nothing in its work folder but one run
+    _run(b, "lstm-seed0")
+    (b / "claims").mkdir()
+    park.shutil.copytree(dest, b / "claims" / "parked" / TASK)
+    assert park.restore(TASK, b) == ["swarm-seed0"]  # a run already there is left alone
+    restored = park.runs_root(b, TASK) / "swarm-seed0"
+    assert (restored / "best.pt").read_bytes() == b"swarm-seed0" * 10
+    assert park.finished_runs(park.runs_root(b, TASK)) == [park.runs_root(b, TASK) / "lstm-seed0", restored]
+    assert park.restore(TASK, b) == []  # twice: nothing more
+
+
+def test_restore_refuses_other_code_another_cpu_class_and_a_changed_checkpoint(tmp_path, monkeypatch):
+    a = _checkout(tmp_path / "a")
+    _run(a, "swarm-seed0")
+    dest = park.save(TASK, a)
+
+    b = _checkout(tmp_path / "b")
+    (b / "models" / "code.py").write_text("# changed\n")
+    with pytest.raises(SwarmlabError, match="trained at commit .* whose code differs"):
+        park.restore(TASK, b, parked_root=dest.parent)
+    assert not park.runs_root(b, TASK).exists()  # refused before copying anything
+
+    c = _checkout(tmp_path / "c")
+    monkeypatch.setattr(park, "cpu_class", lambda: ["avx2", "avx512_bf16", "avx512f"])
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["cpu_class"] = ["avx2"]
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SwarmlabError, match="at equal net time the two classes do not train alike"):
+        park.restore(TASK, c, parked_root=dest.parent)
+    assert not park.runs_root(c, TASK).exists()
+
+    (dest / "swarm-seed0" / "best.pt").write_bytes(b"tampered")
+    with pytest.raises(SwarmlabError, match="not the checkpoint its run.json sealed"):
+        park.restore(TASK, c, parked_root=dest.parent, any_cpu=True)
+
+
+def test_the_command_line_is_one_line_on_bad_input(tmp_path):
+    a = _checkout(tmp_path / "a")
+    script = Path(park.__file__)
+    proc = subprocess.run(
+        [sys.executable, str(script), "save", TASK, "--repo", str(a)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error: no finished run of clustering_direct"), proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+    proc = subprocess.run(
+        [sys.executable, str(script), "restore", TASK, "--repo", str(a)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and not proc.stderr  # nothing parked: nothing to do
+
+
+@pytest.mark.slow
+def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
+    from tests.conftest import REPO_ROOT, SHARED_DATASETS
+
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SWARMLAB_")},
+        "SWARMLAB_PROGRESS": "0",
+        "SWARMLAB_DATASETS": str(SHARED_DATASETS),
+    }
+    clones = []
+    for name in ("a", "b"):
+        repo = tmp_path / name
+        for part in ("scripts", *park.CODE_DIRS):
+            park.shutil.copytree(REPO_ROOT / part, repo / part, ignore=park.shutil.ignore_patterns("__pycache__"))
+        park.shutil.copy(REPO_ROOT / "params.yaml", repo / "params.yaml")
+        clones.append(repo)
+    a, b = clones
+    piece = [sys.executable, "-m", "pipelines.claims", "--profile", "smoke", "task", TASK]
+
+    def run(cmd, cwd, db):
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env={**env, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return proc.stdout + proc.stderr
+
+    run(piece, a, tmp_path / "a.db")
+    run([sys.executable, "scripts/park.py", "save", TASK], a, tmp_path / "a.db")
+    park.shutil.copytree(a / "claims" / "parked", b / "claims" / "parked")
+    out = run([sys.executable, "scripts/park.py", "restore", TASK], b, tmp_path / "b.db")
+    out += run(piece, b, tmp_path / "b.db")  # a fresh clone: a new MLflow store, which knows none of a's runs
+    models = json.loads((a / "reports" / "claims" / "train" / TASK / "metrics.json").read_text())
+    assert out.count("finished with the same settings, code and data") == len(models), out
+    assert "start" not in "".join(line for line in out.splitlines() if line.startswith("[train"))
+    tested = {
+        repo.name: json.loads((repo / "reports" / "claims" / "evaluate" / TASK / "metrics.json").read_text())
+        for repo in (a, b)
+    }
+    assert {k: v["test_loss"] for k, v in tested["a"].items()} == {k: v["test_loss"] for k, v in tested["b"].items()}
