@@ -156,7 +156,7 @@ class Ledger:
             mixed = self._mixed_precision(row.runs)
             if mixed:
                 return _undecided(row, f"not decided: {mixed}", found=True)
-            row.why += self._tuning_note(claim)
+            row.why += self._tuning_note(claim, row.runs)
         if self.code_changes is not None and row.runs:
             piece = self._piece(claim, row.runs)
             if self.pieces is not None and piece in self.pieces[0]:
@@ -206,11 +206,12 @@ class Ledger:
             "rerun them on one machine class"
         )
 
-    def _tuning_note(self, claim: Claim) -> str:
+    def _tuning_note(self, claim: Claim, runs: list[RunResult]) -> str:
         """How the compared models' settings were chosen (``decided_by.tuning``: the grid that chose them on
         validation, or ``sweep``: the claims sweep of the claim's task), and which model a grid left at chance at
         every candidate, so that its choice was no pick. A sweep's per-model outcome is in the runs' own records
-        (``annotate_tuning``: the row's settings column, and "did not learn at this budget" there)."""
+        (``annotate_tuning``: the row's settings column, and "did not learn at this budget" there); a model whose
+        runs here recorded no sweep (trained before it, or pinned) is named: its numbers are not the protocol's."""
         grid = claim.decided_by.get("tuning")
         if not grid:
             return ""
@@ -218,6 +219,12 @@ class Ledger:
             task = str(claim.decided_by.get("task"))
             if _json(self.reports / "sweep" / task / "chosen.json") is None:
                 return f" · settings chosen by `sweep@{task}`, whose results are missing here"
+            before = sorted({r.model for r in runs if not run_tuning(r).startswith("sweep")})
+            if before:
+                return (
+                    f" · settings to be chosen on validation by `sweep@{task}`, whose choice the runs here of "
+                    f"{', '.join(before)} did not train (`bash scripts/claims.sh task {task}` trains it)"
+                )
             return f" · settings chosen on validation by `sweep@{task}` (each side's trials: the settings column)"
         res = self._ablation(grid)
         if not res:

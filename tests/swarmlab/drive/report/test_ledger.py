@@ -611,9 +611,23 @@ def test_a_claim_tuned_by_its_sweep_names_the_sweep_stage_not_a_grid(tmp_path):
     assert "grid" not in missing.why
     (reports / "sweep" / "t").mkdir(parents=True)
     (reports / "sweep" / "t" / "chosen.json").write_text(json.dumps({"task": "t", "models": {}}))
+    # runs trained before the sweep (no tuning recorded: pinned) are named, not passed off as its choice
+    before = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="sweep")))
+    assert "settings to be chosen on validation by `sweep@t`, whose choice the runs here of a, b did not train" in (
+        before.why
+    )
+    tr_path = reports / "train" / "t" / "metrics.json"
+    tr = json.loads(tr_path.read_text())
+    for entry in tr.values():
+        entry["tuning"] = f"sweep abc123: trial 3 of 8 ({entry['model']})"
+    tr_path.write_text(json.dumps(tr))
     swept = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="sweep")))
     assert "settings chosen on validation by `sweep@t` (each side's trials: the settings column)" in swept.why
-    assert "missing" not in swept.why and "grid" not in swept.why
+    assert "missing" not in swept.why and "grid" not in swept.why and "did not train" not in swept.why
+    tr[next(k for k in tr if k.startswith("b-"))]["tuning"] = "pinned"
+    tr_path.write_text(json.dumps(tr))
+    half = Ledger(reports, profile="cpu").decide(claim("ab", pair("a", "b", task="t", tuning="sweep")))
+    assert "the runs here of b did not train" in half.why
 
 
 def test_the_seed_plan_comes_from_the_spread_and_a_ranking_gets_at_least_five(tmp_path):
