@@ -219,7 +219,7 @@ class Ledger:
             task = str(claim.decided_by.get("task"))
             if _json(self.reports / "sweep" / task / "chosen.json") is None:
                 return f" · settings chosen by `sweep@{task}`, whose results are missing here"
-            before = sorted({r.model for r in runs if not run_tuning(r).startswith("sweep")})
+            before = sorted({r.model for r in runs if not is_swept(run_tuning(r))})
             if before:
                 return (
                     f" · settings to be chosen on validation by `sweep@{task}`, whose choice the runs here of "
@@ -922,6 +922,11 @@ def run_tuning(r: RunResult) -> str:
     return str(r.train.get("tuning") or PINNED)
 
 
+def is_swept(tuning: str) -> bool:
+    """Whether a run's recorded tuning (``run_tuning``) names a sweep (swarmlab/drive/tuning.py's ``describe``)."""
+    return tuning.startswith("sweep")
+
+
 def annotate_tuning(rows: list[Row]) -> list[Row]:
     """Each row's ``tuning``: per side, how its settings were chosen; a comparison of a swept side with a pinned one
     is flagged. A row one of whose sides did not learn in its sweep (every trial at chance) is not decided: it says
@@ -935,7 +940,7 @@ def annotate_tuning(rows: list[Row]) -> list[Row]:
             out.append(row)
             continue
         parts = [f"{model}: {' / '.join(sorted(ways))}" for model, ways in sides.items()]
-        swept = {model for model, ways in sides.items() if any(w.startswith("sweep") for w in ways)}
+        swept = {model for model, ways in sides.items() if any(is_swept(w) for w in ways)}
         flag = "**tuned against untuned**: " if swept and len(swept) < len(sides) else ""
         row.tuning = flag + "; ".join(parts)
         stuck = sorted(model for model, ways in sides.items() if any(NOT_LEARNED in w for w in ways))
