@@ -129,6 +129,7 @@ class Report:
                     known=known,
                     code_changes=code_changes(root),
                     pieces=pieces,
+                    piece_changes=code_changes(root, CLAIMS_LOCK),
                 ),
             )
 

@@ -114,6 +114,7 @@ class Ledger:
         known: Callable[[str], bool] | None = None,
         code_changes: Callable[[str, list[str]], list[str]] | None = None,
         pieces: tuple[set[str], dict[str, Staleness]] | None = None,
+        piece_changes: Callable[[str, list[str]], list[str]] | None = None,
     ):
         self.reports, self.profile, self.default_seed = Path(reports), profile, default_seed
         # how this folder's results are made: the commands that rerun a task's stage and an ablation grid, and where
@@ -130,6 +131,9 @@ class Ledger:
         # the claims pieces' DVC stages (claims/dvc.yaml): the stages claims/dvc.lock records, and which of them are
         # stale; a result whose piece DVC never ran falls back to code_changes (None: no claims/dvc.lock at all)
         self.pieces = pieces
+        # which code a claims piece depends on (claims/dvc.lock's record of it) changed since a commit: a piece DVC
+        # records as current may still show runs trained before such a change, when its rerun kept them
+        self.piece_changes = piece_changes
         self._tasks: dict[str, list[RunResult]] = {}
 
     def runs(self, task: str) -> list[RunResult]:
@@ -160,7 +164,7 @@ class Ledger:
         if self.code_changes is not None and row.runs:
             piece = self._piece(claim, row.runs)
             if self.pieces is not None and piece in self.pieces[0]:
-                row.stale = self._stale_of(piece, self.pieces[1])
+                row.stale = self._stale_of(piece, self.pieces[1]) or self._kept_stale(row.runs, piece)
             else:
                 row.stale = self._code_stale(row.runs, piece)
         elif self.source and row.runs:  # outside dvc.lock, and nothing to compare the code with
@@ -272,6 +276,30 @@ class Ledger:
         return (
             f"no claims/dvc.lock entry for `{piece}` (made before it was a DVC stage); code changed since {since} "
             f"({', '.join(sorted(changed))}): rerun `{reruns.CLAIMS_PIECE.format(piece=piece)}`"
+        )
+
+    def _kept_stale(self, runs: list[RunResult], piece: str) -> str:
+        """The staleness line of runs a piece that DVC records as current did not train: trained at a commit before
+        a change to code the piece depends on (claims/dvc.lock's deps of ``piece``), so a rerun of the piece kept
+        them rather than training them again (a grid rerun through `dvc repro` alone resumes from every point its
+        kept results mark done); "" when none."""
+        if self.piece_changes is None:
+            return ""
+        changed: dict[str, set[str]] = {}
+        for r in runs:
+            commit = r.train_provenance.commit
+            if commit:
+                for path in self.piece_changes(commit, [piece]):
+                    changed.setdefault(path, set()).add(commit[:7])
+        if not changed:
+            return ""
+        since = ", ".join(sorted(set().union(*changed.values())))
+        grid = piece.removeprefix("grid@") if piece.startswith("grid@") else ""
+        rerun = reruns.CLAIMS_GRID.format(grid=grid) if grid else reruns.CLAIMS_PIECE.format(piece=piece)
+        return (
+            f"claims/dvc.lock records `{piece}` as current, but its runs were trained at {since}, before changes to "
+            f"code it depends on ({', '.join(sorted(changed))}): a rerun kept them; rerun `{rerun}`"
+            + (" (scripts/grid_resume.py sends points made by other code through again)" if grid else "")
         )
 
     def _refused(self, runs: list[RunResult]) -> str:

@@ -105,7 +105,8 @@ def in_history(root: Path):
 def code_changes(root: Path, lock_file: str = "dvc.lock"):
     """A check of which code a result's stages depend on changed since the commit that made it: ``changed(commit,
     stages)`` lists the code dependencies that ``dvc.lock`` records for ``stages`` (``train@<task>``,
-    ``evaluate@<task>``; data folders left out) and that differ between ``commit`` and the working tree (``git diff``).
+    ``evaluate@<task>``; data folders left out, and paths outside the work tree, such as the datasets: git refuses
+    them) and that differ between ``commit`` and the working tree (``git diff``).
     It makes results outside DVC (the claims pieces, reports/claims) as stale-aware as the pipeline's own. None when
     ``root`` has no dvc.lock or is not a git work tree."""
     root = Path(root)
@@ -124,7 +125,7 @@ def code_changes(root: Path, lock_file: str = "dvc.lock"):
                 d["path"]
                 for name in stages
                 for d in (lock.get(name) or {}).get("deps") or []
-                if d["path"].split("/")[0] not in data
+                if d["path"].split("/")[0] not in data and not d["path"].startswith(("../", "/"))
             }
         )
         key = (commit, tuple(deps))

@@ -209,3 +209,74 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
     assert piece_row().stale == (
         "stale since claims/dvc.lock (models): `dvc repro claims/dvc.yaml:task@t` reruns task@t"
     )
+
+
+def test_a_piece_dvc_records_as_current_is_stale_when_its_runs_were_trained_before_its_code_changed(tmp_path):
+    """A grid rerun through `dvc repro` alone resumes from every point its kept results mark done: DVC then records the
+    piece as current while its numbers are the old code's. The row compares the commit each run was trained at with
+    the code claims/dvc.lock lists for the piece, and says so; a dataset outside the work tree does not void the
+    comparison (git refuses such a path)."""
+    from swarmlab.drive.report.claims import Claim
+    from swarmlab.drive.report.ledger import Ledger
+    from swarmlab.drive.report.provenance import code_changes, in_history, locked_stages, path_md5
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(message):
+        git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+        return git("rev-parse", "HEAD")
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 8\n")
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {}}))
+    git("init", "-q")
+    trained = commit("the code the runs were trained at")
+    reports = tmp_path / "reports" / "claims"
+    for stage in ("train", "evaluate"):
+        (reports / stage / "t").mkdir(parents=True)
+        entry = {"model": "m", "seed": 0, "test_accuracy": 0.9, "test_rows": 100, "git_commit": trained}
+        (reports / stage / "t" / "metrics.json").write_text(json.dumps({"m-seed0": entry}))
+    c = Claim(
+        "c",
+        "000",
+        "§1",
+        "w",
+        "test_accuracy",
+        {},
+        "paper",
+        {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5},
+    )
+
+    def lock_now():  # the piece's lock entry as a rerun writes it: the tree's code, whatever its runs were trained at
+        deps = [
+            {"path": "models", "md5": path_md5(tmp_path / "models")},
+            {"path": "../shared/datasets", "md5": "elsewhere"},
+        ]
+        lock = {"schema": "2.0", "stages": {"task@t": {"cmd": "python -m pipelines.claims task t", "deps": deps}}}
+        (tmp_path / "claims").mkdir(exist_ok=True)
+        (tmp_path / "claims" / "dvc.lock").write_text(yaml.safe_dump(lock))
+
+    def row():
+        return Ledger(
+            reports,
+            profile="claims",
+            source="reports/claims",
+            known=in_history(tmp_path),
+            code_changes=code_changes(tmp_path),
+            pieces=(locked_stages(tmp_path, "claims/dvc.lock"), {}),
+            piece_changes=code_changes(tmp_path, "claims/dvc.lock"),
+        ).decide(c)
+
+    lock_now()
+    commit("lock")
+    assert row().stale == ""  # trained at the code the lock records
+    (tmp_path / "models" / "net.py").write_text("WIDTH = 16\n")
+    lock_now()  # the rerun kept the runs and rewrote the lock
+    later = commit("a model change, and a rerun that trained nothing")
+    assert later != trained
+    assert row().stale == (
+        f"claims/dvc.lock records `task@t` as current, but its runs were trained at {trained[:7]}, before changes to "
+        "code it depends on (models): a rerun kept them; rerun `dvc repro claims/dvc.yaml:task@t`"
+    )
