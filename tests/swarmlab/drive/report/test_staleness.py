@@ -129,10 +129,17 @@ def test_a_param_dvc_wrote_in_exponent_form_is_the_same_float(tmp_path):
     assert set(stale_stages(tmp_path)) == {"first"}
 
 
+def _accuracy_claim():
+    """A threshold claim on task t's test accuracy (model m), read from reports/claims."""
+    from swarmlab.drive.report.claims import Claim
+
+    decided_by = {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5}
+    return Claim("c", "000", "§1", "w", "test_accuracy", {}, "paper", decided_by)
+
+
 def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
     """reports/claims is not a DVC output: its rows compare the code that dvc.lock lists for the result's stages
     with the commit that made it. Changing a model file after the result marks the row stale and names the command."""
-    from swarmlab.drive.report.claims import Claim
     from swarmlab.drive.report.ledger import Ledger
     from swarmlab.drive.report.provenance import code_changes, in_history
     from swarmlab.drive.report.reruns import CLAIMS_TASK
@@ -156,16 +163,7 @@ def test_a_claims_result_is_stale_once_a_model_file_changes_after_it(tmp_path):
     (reports / "evaluate" / "t").mkdir(parents=True)
     entry = {"model": "m", "seed": 0, "test_accuracy": 0.9, "test_rows": 100, "git_commit": sha}
     (reports / "evaluate" / "t" / "metrics.json").write_text(json.dumps({"m-seed0": entry}))
-    c = Claim(
-        "c",
-        "000",
-        "§1",
-        "w",
-        "test_accuracy",
-        {},
-        "paper",
-        {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5},
-    )
+    c = _accuracy_claim()
 
     def row(pieces=None):
         return Ledger(
@@ -216,7 +214,6 @@ def test_a_piece_dvc_records_as_current_is_stale_when_its_runs_were_trained_befo
     piece as current while its numbers are the old code's. The row compares the commit each run was trained at with
     the code claims/dvc.lock lists for the piece, and says so; a dataset outside the work tree does not void the
     comparison (git refuses such a path)."""
-    from swarmlab.drive.report.claims import Claim
     from swarmlab.drive.report.ledger import Ledger
     from swarmlab.drive.report.provenance import code_changes, in_history, locked_stages, path_md5
 
@@ -238,16 +235,7 @@ def test_a_piece_dvc_records_as_current_is_stale_when_its_runs_were_trained_befo
         (reports / stage / "t").mkdir(parents=True)
         entry = {"model": "m", "seed": 0, "test_accuracy": 0.9, "test_rows": 100, "git_commit": trained}
         (reports / stage / "t" / "metrics.json").write_text(json.dumps({"m-seed0": entry}))
-    c = Claim(
-        "c",
-        "000",
-        "§1",
-        "w",
-        "test_accuracy",
-        {},
-        "paper",
-        {"kind": "threshold", "task": "t", "model": "m", "metric": "test_accuracy", "op": ">=", "value": 0.5},
-    )
+    c = _accuracy_claim()
 
     def lock_now():  # the piece's lock entry as a rerun writes it: the tree's code, whatever its runs were trained at
         deps = [
