@@ -31,12 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from scripts.park import WORK, code_hash  # noqa: E402
-from swarmlab.drive.report.provenance import stale_stages  # noqa: E402
+from swarmlab.drive.report.provenance import CLAIMS_LOCK, stale_stages  # noqa: E402
 from swarmlab.errors import SwarmlabError, cli  # noqa: E402
 from swarmlab.io import atomic_write_text  # noqa: E402
 
 KEPT = Path("reports") / "claims" / "ablations"
-CLAIMS_LOCK = "claims/dvc.lock"
 
 
 def stale_points(results: dict, code: str, params_changed: list[str]) -> dict[str, str]:
@@ -49,7 +48,7 @@ def stale_points(results: dict, code: str, params_changed: list[str]) -> dict[st
             why[entry["point"]] = f"params changed since claims/dvc.lock ({', '.join(params_changed)})"
             continue
         codes = {str((record or {}).get("code") or "") for record in (entry.get("train") or {}).values()}
-        if not codes or codes != {code[:16]}:
+        if codes != {code[:16]}:
             other = ", ".join(sorted(c or "none recorded" for c in codes)) or "no runs recorded"
             why[entry["point"]] = f"trained at code {other}, this checkout's is {code[:16]}"
     return why

@@ -38,13 +38,19 @@ from swarmlab.drive.report.mlflow_index import MlflowIndex
 from swarmlab.drive.report.presentation import BENCHMARKS, PROTOCOL, TASKS
 from swarmlab.drive.report.protocols import freeze
 from swarmlab.drive.report.protocols import status as protocol_status
-from swarmlab.drive.report.provenance import code_changes, in_history, locked_stages, provenance, stale_stages
+from swarmlab.drive.report.provenance import (
+    CLAIMS_LOCK,
+    code_changes,
+    in_history,
+    locked_stages,
+    provenance,
+    stale_stages,
+)
 from swarmlab.drive.report.render import ledger_blocks, stale_blocks
 from swarmlab.drive.report.results import read_task
 from swarmlab.drive.report.testsplit import load_log
 
 FIGURES = "report/figures"  # relative to reports/
-CLAIMS_LOCK = "claims/dvc.lock"  # what DVC recorded of the claims pieces (claims/dvc.yaml), relative to the repo root
 
 
 @dataclasses.dataclass(frozen=True)

@@ -261,21 +261,33 @@ class Ledger:
         task = d.get("task") or runs[0].task
         return f"sample@{task}" if claim.kind == "figure" else f"task@{task}"
 
+    @staticmethod
+    def _changed_since(runs: list[RunResult], changes, commit_of, stages_of) -> tuple[str, str]:
+        """(the commits, the code paths) where ``changes(commit, stages)`` finds code changed since a run's commit
+        (``commit_of(run)``, runs without one skipped) among its stages' dependencies (``stages_of(run)``); ("", "")
+        when none changed."""
+        changed: dict[str, set[str]] = {}
+        for r in runs:
+            commit = commit_of(r)
+            if commit:
+                for path in changes(commit, stages_of(r)):
+                    changed.setdefault(path, set()).add(commit[:7])
+        if not changed:
+            return "", ""
+        return ", ".join(sorted(set().union(*changed.values()))), ", ".join(sorted(changed))
+
     def _code_stale(self, runs: list[RunResult], piece: str) -> str:
         """The staleness line of a result its DVC stage ``piece`` did not make (kept by scripts/claims.sh before the
         pieces were stages, so claims/dvc.lock has no entry): the code its train and evaluate stages depend on that
         changed since the commit each run was evaluated at, and the command that reruns it; "" when none changed."""
-        changed: dict[str, list[str]] = {}
-        for r in runs:
-            if r.provenance.commit:
-                for path in self.code_changes(r.provenance.commit, [f"train@{r.task}", f"evaluate@{r.task}"]):
-                    changed.setdefault(path, []).append(r.provenance.commit[:7])
-        if not changed:
+        since, paths = self._changed_since(
+            runs, self.code_changes, lambda r: r.provenance.commit, lambda r: [f"train@{r.task}", f"evaluate@{r.task}"]
+        )
+        if not paths:
             return ""
-        since = ", ".join(sorted({c for v in changed.values() for c in v}))
         return (
             f"no claims/dvc.lock entry for `{piece}` (made before it was a DVC stage); code changed since {since} "
-            f"({', '.join(sorted(changed))}): rerun `{reruns.CLAIMS_PIECE.format(piece=piece)}`"
+            f"({paths}): rerun `{reruns.CLAIMS_PIECE.format(piece=piece)}`"
         )
 
     def _kept_stale(self, runs: list[RunResult], piece: str) -> str:
@@ -285,20 +297,16 @@ class Ledger:
         kept results mark done); "" when none."""
         if self.piece_changes is None:
             return ""
-        changed: dict[str, set[str]] = {}
-        for r in runs:
-            commit = r.train_provenance.commit
-            if commit:
-                for path in self.piece_changes(commit, [piece]):
-                    changed.setdefault(path, set()).add(commit[:7])
-        if not changed:
+        since, paths = self._changed_since(
+            runs, self.piece_changes, lambda r: r.train_provenance.commit, lambda r: [piece]
+        )
+        if not paths:
             return ""
-        since = ", ".join(sorted(set().union(*changed.values())))
         grid = piece.removeprefix("grid@") if piece.startswith("grid@") else ""
         rerun = reruns.CLAIMS_GRID.format(grid=grid) if grid else reruns.CLAIMS_PIECE.format(piece=piece)
         return (
             f"claims/dvc.lock records `{piece}` as current, but its runs were trained at {since}, before changes to "
-            f"code it depends on ({', '.join(sorted(changed))}): a rerun kept them; rerun `{rerun}`"
+            f"code it depends on ({paths}): a rerun kept them; rerun `{rerun}`"
             + (" (scripts/grid_resume.py sends points made by other code through again)" if grid else "")
         )
 

@@ -102,6 +102,9 @@ def in_history(root: Path):
     return known
 
 
+CLAIMS_LOCK = "claims/dvc.lock"  # what DVC recorded of the claims pieces (claims/dvc.yaml), relative to the repo root
+
+
 def code_changes(root: Path, lock_file: str = "dvc.lock"):
     """A check of which code a result's stages depend on changed since the commit that made it: ``changed(commit,
     stages)`` lists the code dependencies that ``dvc.lock`` records for ``stages`` (``train@<task>``,
