@@ -12,6 +12,9 @@ the work folder's copy; the kept results are not touched) every ``ok`` point
 
 * one of whose runs was trained at another code hash than this checkout's (the train record's ``code``: the hash
   ``pipelines.train`` fingerprints its runs with, swarmlab/drive/records.py), or recorded none; and every point when
+* one of whose runs was trained in another precision than this machine would train it: bf16 autocast on one side
+  only (``amp: auto`` is bf16 on a CPU with native bf16, fp32 on one without), so that a grid whose pieces ran on
+  two CPU classes would compare fp32 points with bf16 ones; and every point when
 * claims/dvc.lock records the grid with params that differ from params.yaml (a setting changed: the points' runs
   were trained under the old one).
 
@@ -30,16 +33,37 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import torch  # noqa: E402
+
 from scripts.park import WORK, code_hash  # noqa: E402
+from swarmlab.drive.ablations import grid_points, grid_spec, point_params  # noqa: E402
+from swarmlab.drive.params import load_params  # noqa: E402
+from swarmlab.drive.run_config import train_config  # noqa: E402
 from swarmlab.drive.report.provenance import CLAIMS_LOCK, stale_stages  # noqa: E402
+from swarmlab.engine import resolve_amp  # noqa: E402
 from swarmlab.errors import SwarmlabError, cli  # noqa: E402
 from swarmlab.io import atomic_write_text  # noqa: E402
 
 KEPT = Path("reports") / "claims" / "ablations"
 
 
-def stale_points(results: dict, code: str, params_changed: list[str]) -> dict[str, str]:
-    """The ``ok`` points of ``results`` (a grid's results.json) that must run again, each with why."""
+def bf16_here(repo: Path, grid: str) -> dict[str, bool]:
+    """Per point of the claims grid: whether its runs would train in bf16 autocast on this machine."""
+    params = load_params(Path(repo) / "params.yaml", profile="claims")
+    spec = grid_spec(params, grid)
+    return {
+        point["point"]: resolve_amp(
+            train_config(point_params(params, spec, point, grid), spec["task"], point["model"]).amp, torch.device("cpu")
+        )
+        for point in grid_points(params, grid)
+    }
+
+
+def stale_points(
+    results: dict, code: str, params_changed: list[str], bf16: dict[str, bool] | None = None
+) -> dict[str, str]:
+    """The ``ok`` points of ``results`` (a grid's results.json) that must run again, each with why; ``bf16``: per
+    point, whether this machine trains it in bf16 autocast (``bf16_here``)."""
     why = {}
     for entry in results.get("points") or []:
         if entry.get("status") != "ok":
@@ -51,6 +75,13 @@ def stale_points(results: dict, code: str, params_changed: list[str]) -> dict[st
         if codes != {code[:16]}:
             other = ", ".join(sorted(c or "none recorded" for c in codes)) or "no runs recorded"
             why[entry["point"]] = f"trained at code {other}, this checkout's is {code[:16]}"
+            continue
+        if bf16 is not None and entry["point"] in bf16:
+            flags = {bool((record or {}).get("bf16_autocast")) for record in (entry.get("train") or {}).values()}
+            if flags != {bf16[entry["point"]]}:
+                made = " and ".join("bf16 autocast" if f else "fp32" for f in sorted(flags)) or "no runs recorded"
+                here = "bf16 autocast" if bf16[entry["point"]] else "fp32"
+                why[entry["point"]] = f"trained in {made}, this machine trains it in {here} (another CPU class)"
     return why
 
 
@@ -74,7 +105,7 @@ def prepare(repo: Path, grid: str, *, work: Path | None = None) -> dict[str, str
         raise SwarmlabError(f"{results_file}: not JSON ({exc}); remove it to run every point of grid {grid}") from None
     stale = stale_stages(repo, lock_file=CLAIMS_LOCK).get(f"grid@{grid}")
     params_changed = [c.removeprefix("params ") for c in (stale.changed if stale else []) if c.startswith("params ")]
-    why = stale_points(results, code_hash(repo), params_changed)
+    why = stale_points(results, code_hash(repo), params_changed, bf16_here(repo, grid))
     if why:
         results["points"] = [
             {k: v for k, v in e.items() if k in ("point", "label", "model", "overrides")} | {"status": "not run"}

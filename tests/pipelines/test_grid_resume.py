@@ -10,12 +10,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 import yaml
 
 from scripts import grid_resume, park
+from swarmlab.drive.ablations import grid_points
+from swarmlab.drive.params import load_params
+from swarmlab.engine.device import native_bf16
 from tests.conftest import REPO_ROOT
 
 GRID = "g"
+BF16_HERE = grid_resume.bf16_here  # the fixture below replaces it in every test
+
+
+@pytest.fixture(autouse=True)
+def _precision_unknown(monkeypatch):
+    """The toy checkouts here hold no resolvable params: their points' precision is not checked (its own tests are
+    below, on the repository's grids)."""
+    monkeypatch.setattr(grid_resume, "bf16_here", lambda repo, grid: {})
 
 
 def _checkout(root: Path) -> Path:
@@ -26,9 +39,9 @@ def _checkout(root: Path) -> Path:
     return root
 
 
-def _kept(repo: Path, codes: dict[str, str | None]) -> Path:
-    """Kept results of grid g: one ok point per entry of ``codes`` (its run's train-record code; None: none)."""
-    kept = repo / grid_resume.KEPT / GRID
+def _kept(repo: Path, codes: dict[str, str | None], grid: str = GRID) -> Path:
+    """Kept results of ``grid``: one ok point per entry of ``codes`` (its run's train-record code; None: none)."""
+    kept = repo / grid_resume.KEPT / grid
     kept.mkdir(parents=True)
     points = [
         {
@@ -43,7 +56,7 @@ def _kept(repo: Path, codes: dict[str, str | None]) -> Path:
         for name, code in codes.items()
     ]
     points.append({"point": "z", "label": "z", "model": "m", "overrides": {"x": "z"}, "status": "not run"})
-    (kept / "results.json").write_text(json.dumps({"grid": GRID, "points": points}))
+    (kept / "results.json").write_text(json.dumps({"grid": grid, "points": points}))
     return kept
 
 
@@ -115,10 +128,39 @@ def test_an_unfinished_work_folder_is_checked_in_place_and_nothing_kept_means_no
 
 def test_the_command_line_names_each_point_and_refuses_a_folder_that_is_no_checkout(tmp_path):
     repo = _checkout(tmp_path / "repo")
-    _kept(repo, {"a": "0" * 16})
+    shutil.copy(REPO_ROOT / "params.yaml", repo / "params.yaml")  # a real grid: its points' precision resolves
+    _kept(repo, {"a": "0" * 16}, grid="augment")
     cmd = [sys.executable, str(REPO_ROOT / "scripts" / "grid_resume.py")]
-    proc = subprocess.run([*cmd, GRID, "--repo", str(repo)], capture_output=True, text=True)
+    proc = subprocess.run([*cmd, "augment", "--repo", str(repo)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert f"[claims] grid {GRID}: point a runs again: trained at code 0000000000000000" in proc.stderr
+    assert "[claims] grid augment: point a runs again: trained at code 0000000000000000" in proc.stderr
     proc = subprocess.run([*cmd, GRID, "--repo", str(tmp_path / "nowhere")], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: --repo") and proc.stderr.count("\n") == 1
+
+
+def test_a_point_trained_in_another_precision_runs_again():
+    """A grid resumed on another CPU class: bf16 autocast points beside fp32 ones would not compare."""
+    code = "x" * 16
+    results = {
+        "points": [
+            {"point": "a", "status": "ok", "train": {"r0": {"code": code, "bf16_autocast": True}}},
+            {"point": "b", "status": "ok", "train": {"r0": {"code": code, "bf16_autocast": False}}},
+            {
+                "point": "c",
+                "status": "ok",
+                "train": {"r0": {"code": code}, "r1": {"code": code, "bf16_autocast": True}},
+            },
+        ]
+    }
+    why = grid_resume.stale_points(results, code, [], {"a": True, "b": True, "c": True})
+    assert sorted(why) == ["b", "c"]
+    assert "trained in fp32, this machine trains it in bf16 autocast" in why["b"]
+    assert "fp32 and bf16 autocast" in why["c"]
+    assert sorted(grid_resume.stale_points(results, code, [], {"a": False, "b": False, "c": False})) == ["a", "c"]
+    assert grid_resume.stale_points(results, code, [], None) == {}  # precision unknown: not checked
+
+
+def test_the_precision_of_each_point_here_is_what_its_runs_would_resolve():
+    points = [p["point"] for p in grid_points(load_params(REPO_ROOT / "params.yaml", profile="claims"), "augment")]
+    native = native_bf16(torch.device("cpu"))
+    assert BF16_HERE(REPO_ROOT, "augment") == {p: native for p in points}  # imdb trains at amp: auto
