@@ -264,15 +264,16 @@ def row_batch(row: Row) -> tuple[tuple, torch.Tensor]:
     return (pixels, torch.randint(0, 10, (B,), generator=g)), pixels.permute(0, 2, 3, 1)
 
 
-def make_step(row: Row, model: nn.Module, params: dict):
-    """One train step of ``model`` on the row's random inputs, with the task's optimizer and clipping."""
+def make_step(row: Row, model: nn.Module, params: dict, amp: bool = False):
+    """One train step of ``model`` on the row's random inputs, with the task's optimizer and clipping; its forward in
+    bf16 autocast when ``amp``."""
     inputs, labels = row_batch(row)
     if row.kind == "image":
         # logits (B, 256, C, H, W) as the task's loss reads them, (B, H, W, C, 256): a view of their memory, no copy
         model = Adapter(model, lambda m, pixels, y: m(pixels, y).permute(0, 3, 4, 2, 1))
     tc = train_config(params, row.task, row.model)
     opt = make_optimizer(model, tc, torch.device("cpu"))
-    return train_step(model, inputs, labels, opt, clip=tc.grad_clip or None)
+    return train_step(model, inputs, labels, opt, amp=amp, clip=tc.grad_clip or None)
 
 
 # ---- measurement and table -------------------------------------------------------------------------------------
@@ -363,11 +364,12 @@ def setup(args: argparse.Namespace, only: set[str]) -> tuple[dict, list[Row], in
     return params, resolve_rows(params, only, args.quick), 1 if args.quick else args.rounds
 
 
-def header(title: str, args: argparse.Namespace, rounds: int, extra: str = "") -> str:
-    """The CPU line and the run's line (what was timed, when, at which commit, threads, profile, rounds, load)."""
+def header(title: str, args: argparse.Namespace, rounds: int, extra: str = "", precision: str = "fp32") -> str:
+    """The CPU line and the run's line (what was timed, when, at which commit, threads, precision, profile, rounds,
+    load)."""
     return (
         f"{cpu_line()}\n# {title}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {git_commit()}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32, profile {args.profile}"
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {precision}, profile {args.profile}"
         f"{' (--quick: tiny shapes)' if args.quick else ''}, {rounds} round(s) after 1 warm-up, {extra}load average "
         f"at start {os.getloadavg()[0]:.1f}"
     )
