@@ -11,15 +11,16 @@ and DVC would record the old numbers as made by the new code. So, before the pie
 the work folder's copy; the kept results are not touched) every ``ok`` point
 
 * one of whose runs was trained at another code hash than this checkout's (the train record's ``code``: the hash
-  ``pipelines.train`` fingerprints its runs with, swarmlab/drive/records.py), or recorded none; and every point when
+  ``pipelines.train`` fingerprints its runs with, swarmlab/drive/records.py), or recorded none;
 * one of whose runs was trained in another precision than this machine would train it: bf16 autocast on one side
   only (``amp: auto`` is bf16 on a CPU with native bf16, fp32 on one without), so that a grid whose pieces ran on
   two CPU classes would compare fp32 points with bf16 ones; and every point when
 * claims/dvc.lock records the grid with params that differ from params.yaml (a setting changed: the points' runs
   were trained under the old one).
 
-The points left ``ok`` were made by this code and these settings: the piece keeps them, as ``pipelines.train`` keeps
-a finished run with an unchanged fingerprint. Nothing here is a stage's code: it changes no DVC dependency.
+The points left ``ok`` were made by this code, these settings and this precision: the piece keeps them, as
+``pipelines.train`` keeps a finished run with an unchanged fingerprint. Nothing here is a stage's code: it changes no
+DVC dependency.
 """
 
 from __future__ import annotations
