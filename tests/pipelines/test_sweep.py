@@ -247,6 +247,46 @@ def _written_params(trial_dir: Path) -> dict | None:
         return None
 
 
+def _searcher_knows(exp_dir: Path, status: dict[str, str]) -> bool:
+    """Whether the searcher's state in ``exp_dir`` loads and knows every trial of ``status``, the finished as such."""
+    import pickle
+
+    from ray import cloudpickle
+
+    gen, base = sorted(exp_dir.glob("search_gen_state-*.json")), sorted(exp_dir.glob("searcher-state-*.pkl"))
+    try:
+        cloudpickle.loads(gen[-1].read_bytes())
+        searcher = pickle.loads(base[-1].read_bytes())  # OptunaSearch.save: its attributes
+    except Exception:  # missing, or cut in the middle of a copy
+        return False
+    done = {t for t, s in status.items() if s in ("TERMINATED", "ERROR")}
+    return (
+        bool(searcher["_space"])
+        and set(status) <= set(searcher["_ot_trials"])
+        and done <= searcher["_completed_trials"]
+    )
+
+
+def _kill_when_persisted(driver, exp_dir: Path, finished: int, timeout_s: float = 60) -> None:
+    """SIGKILL the driver's process group once ``exp_dir`` holds a state that resumes with ``finished`` trials done.
+
+    Tune copies its state into ``exp_dir`` in the background, file by file and in place, so a kill at an arbitrary
+    moment can leave the trials' statuses of one snapshot beside the searcher's file of an older one, or a searcher
+    file missing or cut: restored from that, Ray's searcher has no search space and stops at its first proposal (the
+    CI failure of stop 62). The group is stopped before each look, so nothing writes between the look and the kill;
+    the sweep refusing such a state itself is for the next change to the sweep's code (issue note, 2026-11-29)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        os.killpg(driver.pid, signal.SIGSTOP)
+        status = _persisted_status(exp_dir)
+        done = sum(s == "TERMINATED" for s in status.values())
+        if (done >= finished and _searcher_knows(exp_dir, status)) or time.monotonic() > deadline:
+            break
+        os.killpg(driver.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    os.killpg(driver.pid, signal.SIGKILL)
+
+
 @pytest.mark.timeout(600)
 def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_path):
     params_file = write_params(tmp_path, num_samples=8, max_concurrent=1, max_epochs=2, grace_period=2)
@@ -289,10 +329,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
             if done == 2:
                 break
         assert done == 2, "".join(first[-30:])
-        deadline = time.monotonic() + 60  # ... and Tune has persisted that, then kill the driver and its Ray
-        while sum(s == "TERMINATED" for s in _persisted_status(exp_dir).values()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.killpg(driver.pid, signal.SIGKILL)
+        _kill_when_persisted(driver, exp_dir, finished=2)  # ... and Tune has persisted that: kill the driver, its Ray
         driver.wait(30)
     finally:
         if driver.poll() is None:
