@@ -339,6 +339,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
     assert len(finished) >= 2
     results_before = {t: (p / "result.json").read_text() for t, p in _trial_dirs(exp_dir).items() if t in finished}
     configs_before = {t: c for t, p in _trial_dirs(exp_dir).items() if (c := _written_params(p)) is not None}
+    killed_state = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(exp_dir.iterdir()) if p.is_file())
+    killed_state += f"; trials {_persisted_status(exp_dir)}"  # what a failed resume started from
     assert not (tmp_path / "rep" / "imdb" / "best_params.json").exists()
 
     try:
@@ -349,7 +351,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
         _reap(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
     out = resumed.stdout + resumed.stderr
-    assert resumed.returncode == 0, out[-3000:]
+    assert resumed.returncode == 0, f"state at the kill: {killed_state}\n" + out[-3000:]
     assert f"{LABEL} resuming" in out
     for trial in finished:  # finished trials were neither restarted nor reported again
         assert not [ln for ln in out.splitlines() if ln.startswith(f"{LABEL} {trial}")]
