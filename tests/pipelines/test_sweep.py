@@ -272,9 +272,11 @@ def _kill_when_persisted(driver, exp_dir: Path, finished: int, timeout_s: float 
 
     Tune copies its state into ``exp_dir`` in the background, file by file and in place, so a kill at an arbitrary
     moment can leave the trials' statuses of one snapshot beside the searcher's file of an older one, or a searcher
-    file missing or cut: restored from that, Ray's searcher has no search space and stops at its first proposal (the
-    CI failure of stop 62). The group is stopped before each look, so nothing writes between the look and the kill;
-    the sweep refusing such a state itself is for the next change to the sweep's code (issue note, 2026-11-29)."""
+    file missing or cut. Seen here: a cut file does not load, and with search_gen_state missing the resumed sweep
+    ends early (2 of 8 trials). Stop 62's CI failed on a resume whose searcher had no search space, from a state it
+    did not print (it does now). The group is stopped before each look, so nothing writes between the look and the
+    kill; the sweep refusing such a state itself waits for the next change to the sweep's code (the issue note of
+    2026-11-29, branch pending/resume-check)."""
     deadline = time.monotonic() + timeout_s
     while True:
         os.killpg(driver.pid, signal.SIGSTOP)
