@@ -337,12 +337,13 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
         _reap(temp_dir)
-    finished = [t for t, s in _persisted_status(exp_dir).items() if s == "TERMINATED"]
+    status_at_kill = _persisted_status(exp_dir)
+    finished = [t for t, s in status_at_kill.items() if s == "TERMINATED"]
     assert len(finished) >= 2
     results_before = {t: (p / "result.json").read_text() for t, p in _trial_dirs(exp_dir).items() if t in finished}
     configs_before = {t: c for t, p in _trial_dirs(exp_dir).items() if (c := _written_params(p)) is not None}
     killed_state = ", ".join(f"{p.name} ({p.stat().st_size} B)" for p in sorted(exp_dir.iterdir()) if p.is_file())
-    killed_state += f"; trials {_persisted_status(exp_dir)}"  # what a failed resume started from
+    killed_state += f"; trials {status_at_kill}"  # what a failed resume started from
     assert not (tmp_path / "rep" / "imdb" / "best_params.json").exists()
 
     try:
