@@ -36,7 +36,7 @@ from swarmlab.drive.sweep.spec import SweepSpec, resolve_sweep
 from swarmlab.drive.stage_cli import add_task_argument, params_from, stage_parser
 from swarmlab.drive.sweep.setup import max_evaluations, model_space
 from swarmlab.drive.sweep.tables import write_reports
-from swarmlab.drive.sweep.tune import load_state, sweep_models
+from swarmlab.drive.sweep.tune import check_resumable, load_state, sweep_models
 from swarmlab.tracking import check_tracking_uri
 from swarmlab.drive.runs import default_task
 from swarmlab.drive.sections import task_section
@@ -85,6 +85,8 @@ def sweep(
 
     out_dir = Path(out_root).resolve() / task.key
     state = load_state(out_dir, task.key, resume)
+    if resume:
+        check_resumable(out_dir / "ray", [m.model for m in spec.models])
     lines = (not progress_enabled()) if lines is None else lines
     if tracking:
         check_tracking_uri()

@@ -18,6 +18,7 @@ from ray.tune import Callback
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT
 from pipelines.sweep import sweep
+from swarmlab.drive.sweep.tune import resume_problem
 
 from tests.pipelines.conftest import short_tmpdir, tiny_params, write_params
 
@@ -247,42 +248,20 @@ def _written_params(trial_dir: Path) -> dict | None:
         return None
 
 
-def _searcher_knows(exp_dir: Path, status: dict[str, str]) -> bool:
-    """Whether the searcher's state in ``exp_dir`` loads and knows every trial of ``status``, the finished as such."""
-    import pickle
-
-    from ray import cloudpickle
-
-    gen, base = sorted(exp_dir.glob("search_gen_state-*.json")), sorted(exp_dir.glob("searcher-state-*.pkl"))
-    try:
-        cloudpickle.loads(gen[-1].read_bytes())
-        searcher = pickle.loads(base[-1].read_bytes())  # OptunaSearch.save: its attributes
-    except Exception:  # missing, or cut in the middle of a copy
-        return False
-    done = {t for t, s in status.items() if s in ("TERMINATED", "ERROR")}
-    return (
-        bool(searcher["_space"])
-        and set(status) <= set(searcher["_ot_trials"])
-        and done <= searcher["_completed_trials"]
-    )
-
-
 def _kill_when_persisted(driver, exp_dir: Path, finished: int, timeout_s: float = 60) -> None:
     """SIGKILL the driver's process group once ``exp_dir`` holds a state that resumes with ``finished`` trials done.
 
     Tune copies its state into ``exp_dir`` in the background, file by file and in place, so a kill at an arbitrary
     moment can leave the trials' statuses of one snapshot beside the searcher's file of an older one, or a searcher
     file missing or cut. Seen here: a cut file does not load, and with search_gen_state missing the resumed sweep
-    ends early (2 of 8 trials). Stop 62's CI failed on a resume whose searcher had no search space, from a state it
-    did not print (it does now). The group is stopped before each look, so nothing writes between the look and the
-    kill; the sweep refusing such a state itself waits for the next change to the sweep's code (the issue note of
-    2026-11-29, branch pending/resume-check)."""
+    ends early (2 of 8 trials); the sweep refuses to resume from such a state
+    (``test_resume_refuses_a_state_cut_by_the_kill``). The group is stopped before each look, so nothing writes
+    between the look and the kill."""
     deadline = time.monotonic() + timeout_s
     while True:
         os.killpg(driver.pid, signal.SIGSTOP)
-        status = _persisted_status(exp_dir)
-        done = sum(s == "TERMINATED" for s in status.values())
-        if (done >= finished and _searcher_knows(exp_dir, status)) or time.monotonic() > deadline:
+        done = sum(s == "TERMINATED" for s in _persisted_status(exp_dir).values())
+        if (done >= finished and resume_problem(exp_dir) is None) or time.monotonic() > deadline:
             break
         os.killpg(driver.pid, signal.SIGCONT)
         time.sleep(0.05)
@@ -379,6 +358,55 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tiny_data, tmp_
     for run in finished_runs:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert steps == sorted(set(steps)), f"an evaluation was logged twice: {steps}"
+
+
+def _tune_state(exp_dir: Path, status: dict[str, str], known: set[str], done: set[str]) -> None:
+    """The three files Tune restores a searcher from, as Tune 2.x writes them (names, formats, the attributes
+    OptunaSearch saves), for a search whose trials have ``status``, of which the searcher knows ``known``, ``done``
+    as finished."""
+    import pickle
+
+    from ray import cloudpickle
+
+    exp_dir.mkdir(parents=True)
+    session = "2026-01-01_00-00-00"
+    trials = [[json.dumps({"trial_id": t, "status": s}), "{}"] for t, s in status.items()]
+    (exp_dir / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": trials}))
+    (exp_dir / f"search_gen_state-{session}.json").write_bytes(cloudpickle.dumps({"counter": len(status)}))
+    searcher = {"_space": {"lr": "a distribution"}, "_ot_trials": dict.fromkeys(known), "_completed_trials": done}
+    (exp_dir / f"searcher-state-{session}.pkl").write_bytes(pickle.dumps(searcher))
+
+
+def test_resume_problem_names_what_the_kill_cut(tmp_path):
+    status = {"a": "TERMINATED", "b": "ERROR", "c": "RUNNING"}
+    _tune_state(tmp_path / "ok", status, known={"a", "b", "c", "d"}, done={"a", "b", "d"})
+    assert resume_problem(tmp_path / "ok") is None  # a searcher newer than the trials' statuses is fine
+    assert resume_problem(tmp_path / "none") is None  # no state: the model's search starts afresh
+    _tune_state(tmp_path / "old", status, known={"a", "b"}, done={"a"})
+    assert "does not know trial(s) c and not as finished b" in resume_problem(tmp_path / "old")
+    _tune_state(tmp_path / "gen", status, known=set(status), done={"a", "b"})
+    next((tmp_path / "gen").glob("search_gen_state-*")).unlink()
+    assert "search_gen_state-*) is missing" in resume_problem(tmp_path / "gen")
+    _tune_state(tmp_path / "cut", status, known=set(status), done={"a", "b"})
+    base = next((tmp_path / "cut").glob("searcher-state-*"))
+    base.write_bytes(base.read_bytes()[:20])
+    assert "does not load" in resume_problem(tmp_path / "cut")
+    _tune_state(tmp_path / "json", status, known=set(status), done={"a", "b"})
+    state = next((tmp_path / "json").glob("experiment_state-*"))
+    state.write_text(state.read_text()[:30])
+    assert "does not load (JSONDecodeError)" in resume_problem(tmp_path / "json")
+
+
+def test_resume_refuses_a_state_cut_by_the_kill(tiny_data, tmp_path, monkeypatch):
+    """What Ray would do with it: no search space (it stops at its first proposal), or repeated proposals."""
+    out = tmp_path / "out" / "imdb"
+    out.mkdir(parents=True)
+    (out / "state.json").write_text(json.dumps({"sweep_id": "s", "models": {}}))
+    _tune_state(out / "ray" / "swarmformer_small", {"a": "TERMINATED"}, known={"a"}, done=set())
+    monkeypatch.setattr("swarmlab.drive.sweep.tune.connect_ray", lambda *a, **k: pytest.fail("Ray started"))
+    params = tiny_params(num_samples=2, max_concurrent=1, max_epochs=2, grace_period=2)
+    with pytest.raises(SwarmlabError, match="search of swarmformer_small cannot continue: .* not as finished a"):
+        sweep(params, options={"data_dir": str(tiny_data)}, out_root=tmp_path / "out", resume=True, tracking=False)
 
 
 @pytest.mark.timeout(180)

@@ -56,6 +56,66 @@ def _persisted_status(exp_dir: Path) -> dict[str, str]:
         return {}
 
 
+def _newest(exp_dir: Path, pattern: str) -> Path | None:
+    files = sorted(exp_dir.glob(pattern))  # Tune names each by its session's start time
+    return files[-1] if files else None
+
+
+def resume_problem(exp_dir: Path) -> str | None:
+    """Why the Tune state in ``exp_dir`` cannot continue the same search, or None when it can (or holds none).
+
+    Tune writes its state to a staging folder and copies it into ``exp_dir`` in the background, file by file and
+    in place. A driver killed during a copy leaves the trials' statuses of one snapshot beside the searcher's
+    record of an older one, or a searcher file missing or cut. Restored from that, the searcher either has no
+    search space (Ray stops at the first proposal) or has forgotten trials and proposes them again. So a resume
+    needs the searcher's files to load and to know every trial the experiment state lists, the finished ones as
+    finished."""
+    import pickle
+
+    state_file = _newest(exp_dir, "experiment_state-*.json")
+    if state_file is None:
+        return None  # nothing to restore: the model's search starts afresh
+    try:
+        state = json.loads(state_file.read_text())
+        trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state["trial_data"]]
+        status = {t["trial_id"]: t["status"] for t in trials}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{state_file.name} does not load ({type(e).__name__})"
+    gen, base = _newest(exp_dir, "search_gen_state-*.json"), _newest(exp_dir, "searcher-state-*.pkl")
+    if gen is None or base is None:
+        return f"the searcher's state ({'search_gen_state' if gen is None else 'searcher-state'}-*) is missing"
+    from ray import cloudpickle  # Tune writes search_gen_state with it
+
+    try:
+        with gen.open("rb") as f:
+            cloudpickle.load(f)
+        with base.open("rb") as f:
+            searcher = pickle.load(f)  # what OptunaSearch.save wrote: its attributes
+    except Exception as e:  # a cut pickle raises any of several errors
+        return f"the searcher's state does not load ({type(e).__name__}: {e})"
+    if not isinstance(searcher, dict) or not searcher.get("_space"):
+        return f"{base.name} holds no search space"
+    known, done = set(searcher.get("_ot_trials", {})), set(searcher.get("_completed_trials", ()))
+    unknown = sorted(t for t in status if t not in known)
+    unended = sorted(t for t, s in status.items() if s in ("TERMINATED", "ERROR") and t in known and t not in done)
+    if unknown or unended:
+        return (
+            f"{base.name} is older than {state_file.name}: it does not know trial(s) {', '.join(unknown) or '-'} "
+            f"and not as finished {', '.join(unended) or '-'}"
+        )
+    return None
+
+
+def check_resumable(ray_dir: Path, models) -> None:
+    """Before Ray starts: every model's saved Tune state can continue its search (``resume_problem``)."""
+    for name in models:
+        if problem := resume_problem(ray_dir / name):
+            raise SwarmlabError(
+                f"--resume: the search of {name} cannot continue: {problem}. The sweep was killed while Tune copied "
+                f"its state into {ray_dir / name}; rerun without --resume to start the sweep afresh"
+            )
+
+
 def _unfinished(trials, exp_dir: Path) -> set[str]:
     """The ids of the trials an interrupt cut (neither ended by their schedule nor failed for good)."""
     persisted = _persisted_status(exp_dir)
