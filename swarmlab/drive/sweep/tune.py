@@ -323,7 +323,8 @@ def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
     rows = []
     for result in grid:
         m = result.metrics or {}
-        values = space.decode(result.config) if all(d.name in result.config for d in space.dims) else {}
+        config = result.config or {}  # None for a trial that died before its first report (a node killed under it)
+        values = space.decode(config) if all(d.name in config for d in space.dims) else {}
         trial_id = Path(result.path).name.removeprefix("trial_")
         rows.append(
             {
