@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ray.tune import Callback
@@ -18,7 +19,7 @@ from ray.tune import Callback
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT
 from pipelines.sweep import sweep
-from swarmlab.drive.sweep.tune import resume_problem
+from swarmlab.drive.sweep.tune import _results, resume_problem
 
 from tests.pipelines.conftest import short_tmpdir, tiny_params, write_params
 
@@ -375,6 +376,53 @@ def _tune_state(exp_dir: Path, status: dict[str, str], known: set[str], done: se
     (exp_dir / f"search_gen_state-{session}.json").write_bytes(cloudpickle.dumps({"counter": len(status)}))
     searcher = {"_space": {"lr": "a distribution"}, "_ot_trials": dict.fromkeys(known), "_completed_trials": done}
     (exp_dir / f"searcher-state-{session}.pkl").write_bytes(pickle.dumps(searcher))
+
+
+class _Parent:
+    run_id = "parent"
+
+    def __init__(self):
+        self.status, self.params = None, None
+
+    def finish(self, status="FINISHED"):
+        self.status = status
+
+    def log_params(self, params):
+        self.params = params
+
+    def log_metrics(self, metrics):
+        pass
+
+    def set_tags(self, tags):
+        pass
+
+
+def _grid(*results, statuses):
+    """A ResultGrid's two faces that ``_results`` reads: its Results, and Tune's trials with their statuses."""
+    ids = [Path(r.path).name.removeprefix("trial_") for r in results]
+    trials = [SimpleNamespace(trial_id=i, status=s) for i, s in zip(ids, statuses)]
+    analysis = SimpleNamespace(trials=trials)
+    return type("Grid", (), {"__iter__": lambda self: iter(results), "_experiment_analysis": analysis})()
+
+
+def test_a_trial_that_died_before_its_first_report_is_a_row_not_the_sweeps_loss(tmp_path):
+    """A full CI run on 1c97a65: a node killed under a retried trial left a Result with no config (no result.json).
+    The sweep's results must keep the finished trials and show the dead one as an error row, without params."""
+    space = SimpleNamespace(
+        dims=[SimpleNamespace(name="lr")], decode=lambda c: {"lr": c["lr"]}, split=lambda p: ({"lr": p["lr"]}, {})
+    )
+    task = SimpleNamespace(monitor="accuracy", mode="max")
+    ok = SimpleNamespace(
+        path="/x/trial_ok", config={"lr": 1e-3}, metrics={"best_val_accuracy": 0.7}, checkpoint=None, error=None
+    )
+    dead = SimpleNamespace(
+        path="/x/trial_dead", config=None, metrics=None, checkpoint=None, error=RuntimeError("node died")
+    )
+    parent = _Parent()
+    out = _results("m", space, task, _grid(ok, dead, statuses=["TERMINATED", "ERROR"]), parent, tmp_path, "", False)
+    rows = {r["trial"]: r for r in out["rows"]}
+    assert rows["dead"]["status"] == "error" and rows["dead"]["params"] == {} and rows["dead"]["error"] == "node died"
+    assert out["best"]["trial"] == "ok" and out["train"] == {"lr": 1e-3} and parent.status == "FINISHED"
 
 
 def test_resume_problem_names_what_the_kill_cut(tmp_path):
