@@ -101,6 +101,7 @@ def test_a_resume_without_tracking_keeps_the_runs_mlflow_id(tmp_path, monkeypatc
 
     from pipelines.train import train
     from swarmlab.drive.params import load_params
+    from swarmlab.machine import describe_cpu
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'store.db'}")
     params = copy.deepcopy(load_params(profile="smoke"))
@@ -111,6 +112,11 @@ def test_a_resume_without_tracking_keeps_the_runs_mlflow_id(tmp_path, monkeypatc
     record = tmp_path / "out" / "toy_counting" / "transformer-seed0" / "run.json"
     run_id = json.loads(record.read_text())["run_id"]
     assert run_id
+    metrics = tmp_path / "rep" / "train" / "toy_counting" / "metrics.json"
+    (entry,) = json.loads(metrics.read_text()).values()  # the record names its MLflow run and the CPU it ran on
+    assert entry["mlflow_run_id"] == run_id and entry["cpu"] == describe_cpu()
     params["tasks"]["toy_counting"]["train"]["max_steps"] = 30  # a finished run given more steps
     train(params, "toy_counting", resume=True, tracking=False, parallel=1, **roots)
     assert json.loads(record.read_text())["run_id"] == run_id
+    (entry,) = json.loads(metrics.read_text()).values()
+    assert entry["mlflow_run_id"] == run_id and entry["steps"] == 30

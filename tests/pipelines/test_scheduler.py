@@ -39,9 +39,10 @@ def toy_params(schedule: dict | None = None, **train) -> dict:
 
 
 def strip(metrics: dict) -> dict:
-    """Metrics without what depends on the machine's speed or the schedule."""
+    """Metrics without what depends on the machine's speed or the schedule, nor the run's MLflow id."""
+    skip = ("resources", "mlflow_run_id")
     return {
-        run: {k: v for k, v in entry.items() if k != "resources" and "time" not in k and "per_s" not in k}
+        run: {k: v for k, v in entry.items() if k not in skip and "time" not in k and "per_s" not in k}
         for run, entry in metrics.items()
     }
 

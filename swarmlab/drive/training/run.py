@@ -25,6 +25,7 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.drive.guard import check_outcome
 from swarmlab.io import atomic_write_text, swap_into_place
 from swarmlab.log import get_logger
+from swarmlab.machine import describe_cpu
 from swarmlab.paths import OUTPUTS_DIR, REPORTS_DIR, git_commit
 from swarmlab.drive.records import RUN_FILE, SUMMARY, code_hash, same_unfinished, seal_run, start_record
 from swarmlab.drive.run_config import build_model
@@ -139,7 +140,8 @@ def _train_in(
     except BaseException:
         tracker.finish("FAILED")
         raise
-    summary = _summary(run, result, data, resources)
+    mlflow_run_id = json.loads((work / RUN_FILE).read_text()).get("run_id")  # kept across a resume without tracking
+    summary = _summary(run, result, data, resources, mlflow_run_id)
     _finish_run(task, run, result, summary, tracker, val_ds, work, final, report_root, tracking)
     return summary
 
@@ -225,8 +227,9 @@ def _start_run(task, run: RunSpec, cfg, model, train_ds, val_ds, work: Path, res
     return tracker, identity, data
 
 
-def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
-    """The run's record in the task's metrics.json: where it stopped, its best validation, what made it."""
+def _summary(run: RunSpec, result, data: dict, resources: dict | None, mlflow_run_id: str | None) -> dict:
+    """The run's record in the task's metrics.json: where it stopped, its best validation, what made it, where it ran
+    (the CPU: bf16 autocast and equal-time budgets differ between this project's machine classes) and its MLflow run."""
     rates = [r["train_samples_per_s"] for r in result.history if r.get("train_samples_per_s")]
     return {
         "model": run.model,
@@ -247,6 +250,8 @@ def _summary(run: RunSpec, result, data: dict, resources: dict | None) -> dict:
         # whose sides were trained at different code, and refuses a commit that is not in the repository's history)
         "git_commit": git_commit(),
         "code": code_hash()[:16],
+        "cpu": describe_cpu(),
+        "mlflow_run_id": mlflow_run_id,
         "data": data,  # the task's facts about its data (sizes; for MNIST: approximate training images)
         **({"resources": resources} if resources else {}),  # CPUs, GPUs, threads, runs at once (the report states them)
     }
