@@ -111,6 +111,8 @@ def test_smoke_sweep_records_every_trial_and_the_best(ray_local, tiny_data, tmp_
         assert len(steps) == int(run.data.metrics["evaluations"]) and steps == sorted(set(steps)) and steps[0] > 0
         assert {"lr", "d_model", "model.seq_len", "train.lr"} <= set(run.data.params)
         assert "best_val_accuracy" in run.data.metrics
+    for r in rows:  # each trial's row says how far it trained: its last reported step, the step its run ended at
+        assert int(r["steps"]) == int(client.get_run(r["mlflow_run_id"]).data.metrics["steps"]) > 0
     print(f"\n3-trial tiny sweep: {wall:.1f} s")
 
 

@@ -100,6 +100,7 @@ def write_reports(report_dir: Path, *, task, profile: str, state: dict, results:
         "best_step",
         "best_epoch",
         "evaluations",
+        "steps",
         "params",
     ]
     note = (

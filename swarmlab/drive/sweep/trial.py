@@ -294,6 +294,8 @@ class TrialLog(Callback):
         finals = {k: v for k, v in last.items() if k.startswith("best_val_") or k == "best_step"}
         if "evaluation" in last:
             finals["evaluations"] = last["evaluation"]
+        if "step" in last:
+            finals["steps"] = last["step"]
         from mlflow.entities import Metric  # mlflow: heavy, and only a tracked run needs it
 
         now = int(time.time() * 1000)

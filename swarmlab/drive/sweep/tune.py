@@ -336,6 +336,7 @@ def _results(name, space, task, grid, parent, exp_dir, uri, tracking) -> dict:
                 "best_step": m.get("best_step"),
                 "best_epoch": m.get("best_epoch"),
                 "evaluations": m.get("evaluation"),
+                "steps": m.get("step"),  # its last reported step: how far its budget (or ASHA) let it train
                 "mlflow_run_id": m.get("mlflow_run_id") or None,
                 "checkpoint": str(Path(result.checkpoint.path) / "best.pt") if result.checkpoint else None,
                 "metrics": {k: v for k, v in m.items() if k.startswith("best_val_")},
