@@ -11,7 +11,9 @@ rebuilds data (the augmentation on/off grid reruns ``augment`` and ``tokenize``)
 MLflow runs land in the usual store, in the task's experiment, tagged ``ablation_grid`` / ``ablation_point``
 and renamed ``<model>-seed<k> [<grid> <point>]``. Results: ``reports/ablations/<grid>/results.json``
 (written after every point; ``--resume`` skips finished points and continues an interrupted one in its
-workspace, keeping its finished runs) and ``history/<point>.csv``. The report stage
+workspace, keeping its finished runs, as long as this checkout on this machine makes them the same: the code, the
+point's settings and its precision are recorded per point, and a point made otherwise runs again, named with why)
+and ``history/<point>.csv``. The report stage
 turns them into a table and a plot.
 
     python -m pipelines.ablate --grid G [--profile P] [--points a,b] [--resume] [--dry-run] [--no-tracking]
@@ -24,7 +26,7 @@ import json
 import shutil
 from pathlib import Path
 
-from swarmlab.drive.ablation_runs import DEFAULT_STAGES, run_point
+from swarmlab.drive.ablation_runs import DEFAULT_STAGES, made_differs, point_made, run_point
 from swarmlab.drive.ablations import check_grid_keys, check_points_differ, grid_points, grid_spec, point_params
 from swarmlab.errors import SwarmlabError, cli
 from swarmlab.io import atomic_write_text
@@ -68,7 +70,16 @@ def ablate(
 
     cls = task_class((params["tasks"][spec["task"]] or {}).get("task") or spec["task"])
     previous = json.loads(results_file.read_text()) if resume and results_file.is_file() else {}
-    done = {e["point"]: e for e in previous.get("points", []) if e.get("status") == "ok"}
+    made = {p["point"]: point_made(params, spec, p, grid) for p in grid_points(params, grid)}
+    done = {}
+    for e in previous.get("points", []):
+        if e.get("status") != "ok" or e.get("point") not in made:
+            continue
+        why = made_differs(e.get("made"), made[e["point"]])
+        if why:  # a finished point of other code, settings or precision: not a result of this run
+            logger.info(f"[{grid}/{e['point']}] --resume: made otherwise ({why}): runs again")
+        else:
+            done[e["point"]] = e
     results = {
         "grid": grid,
         "task": spec["task"],
@@ -95,7 +106,9 @@ def ablate(
             logger.info(f"[{grid}/{point['point']}] done before (--resume): skipped")
             continue
         try:
-            entry = run_point(params, spec, point, grid, root=root, tracking=tracking, resume=resume)
+            entry = run_point(
+                params, spec, point, grid, root=root, tracking=tracking, resume=resume, made=made[point["point"]]
+            )
         except KeyboardInterrupt:  # Ctrl-C: done means done, so the point is marked and the grid is not a result
             results["points"] = [
                 {**point, "status": "interrupted"} if e["point"] == point["point"] else e for e in results["points"]
@@ -137,7 +150,8 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="keep the points results.json already has as ok, and the finished runs of an interrupted point",
+        help="keep the points results.json already has as ok, and the finished runs of an interrupted point, where "
+        "this checkout on this machine makes them the same (code, settings, precision); the others run again",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the points and their workspaces, run nothing")
     parser.add_argument("--no-tracking", action="store_true", help="train and evaluate without MLflow")

@@ -15,7 +15,7 @@
 # A task piece longer than a session: `python scripts/park.py save <task>` commits its finished runs to
 # claims/parked/<task>; here they are restored first (in a checkout of the code that trained them, on a CPU of the
 # same class: else one line, exit 2), and dropped once the piece has finished. A grid resumes only from points this
-# checkout's code and params made, in this machine's precision (scripts/grid_resume.py): the other points run again.
+# checkout's code and settings made, in this machine's precision (pipelines/ablate.py --resume): the others run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -38,9 +38,6 @@ for name in "$@"; do
 done
 if [ "$piece" = task ]; then
   for name in "$@"; do python scripts/park.py restore "$name" || exit 2; done
-fi
-if [ "$piece" = grid ]; then
-  python scripts/grid_resume.py "$@" || exit 2  # a kept point made by other code, params or precision runs again
 fi
 SWARMLAB_RETEST=$retest dvc repro "${targets[@]}"
 if [ "$piece" = task ]; then

@@ -2,10 +2,17 @@
 subprocesses in a workspace of its own, ``outputs/ablations/<grid>/<point>/`` (``SWARMLAB_WORKDIR``), whose
 ``params.yaml`` is the point's params, with the data folders it reuses symlinked in; its entry of results.json is
 read back from the workspace's metrics, and its MLflow runs are tagged and renamed ``<run> [<grid> <point>]``.
+
+What made a point (``point_made``: the code, the point's settings, the precision its runs train in here) is recorded
+in its entry and in its workspace (``made.json``), so that ``--resume`` keeps a finished point, or continues an
+interrupted one, only when this checkout on this machine would make the same: else a stale grid would run nothing
+and DVC would record the old numbers as made by the new code, or a grid resumed on another CPU class would set bf16
+points beside fp32 ones.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,7 +22,11 @@ import time
 from pathlib import Path
 
 from swarmlab.drive.ablations import point_params, write_params_file
+from swarmlab.drive.records import code_hash
+from swarmlab.drive.run_config import train_config
+from swarmlab.engine.device import resolve_amp, resolve_device
 from swarmlab.errors import SwarmlabError
+from swarmlab.io import atomic_write_text
 from swarmlab.log import get_logger
 from swarmlab.paths import REPO_ROOT, WORK_ROOT, tracking_uri
 from swarmlab.drive.runs import make_task, task_runs
@@ -25,15 +36,59 @@ logger = get_logger(__name__)
 
 TASK_STAGES = ("train", "evaluate", "data", "sample")  # generic stages that take --task
 DEFAULT_STAGES = ("train", "evaluate")
+# the resolved sections a point's runs read besides its task's own (the params claims/dvc.yaml's grid stage lists)
+POINT_SECTIONS = ("seed", "prepare", "augment", "tokenize", "train", "evaluate")
+MADE_FILE = "made.json"
+
+
+def point_made(params: dict, spec: dict, point: dict, grid: str) -> dict:
+    """What makes the point's results here: ``code`` (the train fingerprint's code hash, swarmlab/drive/records.py),
+    ``settings`` (a hash of the grid, the point's values and every section its runs read, as resolved) and
+    ``precision`` (bf16 autocast or fp32 per model, as ``train.amp`` resolves on this machine). The data the point
+    reuses is the pipeline's own output of those settings; the shared datasets are not hashed here."""
+    p = point_params(params, spec, point, grid)
+    task = spec["task"]
+    settings = {
+        "grid": {k: v for k, v in spec.items() if k != "description"},
+        "point": point["overrides"],
+        "task": p["tasks"][task],
+        **{k: p.get(k) for k in POINT_SECTIONS},
+    }
+    precision = {}
+    for model in p["tasks"][task].get("models") or []:
+        cfg = train_config(p, task, model)
+        precision[model] = "bf16 autocast" if resolve_amp(cfg.amp, resolve_device(cfg.device)) else "fp32"
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    return {"code": code_hash()[:16], "settings": digest[:16], "precision": precision}
+
+
+def made_differs(recorded: dict | None, now: dict) -> str | None:
+    """Why a point ``recorded`` as made so cannot be kept where it would be made as ``now``; None when the same."""
+    if not recorded:
+        return "it records nothing of the code, settings and precision that made it"
+    diff = [f"{k} {recorded.get(k)} -> {now[k]}" for k in ("code", "settings") if recorded.get(k) != now[k]]
+    if recorded.get("precision") != now["precision"]:
+        diff.append(f"precision {recorded.get('precision')} -> {now['precision']} (another CPU class)")
+    return ", ".join(diff) or None
 
 
 def run_point(
-    params: dict, spec: dict, point: dict, grid: str, *, root: Path, tracking: bool, resume: bool = False
+    params: dict,
+    spec: dict,
+    point: dict,
+    grid: str,
+    *,
+    root: Path,
+    tracking: bool,
+    resume: bool = False,
+    made: dict | None = None,
 ) -> dict:
     """Run the point's stages in its own workspace; returns its entry of results.json. ``resume`` keeps what an
-    interrupted pass left in the workspace: the train stage keeps its finished runs (same settings, code and data)
-    and continues its interrupted one, so a killed grid loses at most the evaluations since a run's last checkpoint.
+    interrupted pass left in the workspace when it was made as ``made`` (``point_made``, by default computed here):
+    the train stage keeps its finished runs (same settings, code and data) and continues its interrupted one, so a
+    killed grid loses at most the evaluations since a run's last checkpoint. A workspace made otherwise starts afresh.
     """
+    made = made or point_made(params, spec, point, grid)
     task = spec["task"]
     p = point_params(params, spec, point, grid)
     steps = make_task(p, task).data_steps()  # a data step of the task (IMDB's augment) runs as the data stage's step
@@ -44,11 +99,18 @@ def run_point(
             f"ablations.{grid}.stages: {unknown} are not stages a point can run: {', '.join([*TASK_STAGES, *steps])}"
         )
     side = root / point["point"]
-    if side.exists() and not resume:
-        shutil.rmtree(side)
+    if side.exists() and resume:
+        record = side / MADE_FILE
+        why = made_differs(json.loads(record.read_text()) if record.is_file() else None, made)
+        if why:
+            logger.info(f"[{grid}/{point['point']}] --resume: {side} was made otherwise ({why}): starting afresh")
+            shutil.rmtree(side)
+        else:
+            logger.info(f"[{grid}/{point['point']}] --resume: continuing in {side}")
     elif side.exists():
-        logger.info(f"[{grid}/{point['point']}] --resume: continuing in {side}")
+        shutil.rmtree(side)
     side.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(side / MADE_FILE, json.dumps(made, sort_keys=True) + "\n")
     for rel in spec.get("reuse", ["data"]):
         src, dst = WORK_ROOT / rel, side / rel
         if not src.exists():
@@ -93,7 +155,13 @@ def run_point(
     # the workspace relative to the repo root where it lies inside it, so that a committed results.json names no machine
     where = side.resolve()
     workspace = str(where.relative_to(REPO_ROOT)) if where.is_relative_to(REPO_ROOT) else str(where)
-    entry = {**point, "status": "ok", "wall_s": round(time.perf_counter() - started, 1), "workspace": workspace}
+    entry = {
+        **point,
+        "status": "ok",
+        "wall_s": round(time.perf_counter() - started, 1),
+        "workspace": workspace,
+        "made": made,
+    }
     runs = [run.name for run in task_runs(p, task)]
     for stage in ("train", "evaluate"):
         f = side / "reports" / stage / task / "metrics.json"

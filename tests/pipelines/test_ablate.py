@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from pipelines.ablate import ablate
-from swarmlab.drive.ablations import grid_points, point_params, write_params_file
+from swarmlab.drive.ablation_runs import point_made
+from swarmlab.drive.ablations import grid_points, grid_spec, point_params, write_params_file
 from swarmlab.drive.params import load_params
 from swarmlab.drive.run_config import train_settings
 from swarmlab.errors import SwarmlabError
@@ -198,6 +199,14 @@ def test_resume_keeps_the_finished_runs_of_an_interrupted_point(tmp_path, monkey
     fresh = ablate(params, "layers", only=["num_layers=1"], tracking=False, **roots)  # no --resume: from scratch
     assert fresh["points"][0]["status"] == "ok" and ckpt.stat().st_mtime_ns != before
     assert "keep" not in (side / "run.log").read_text()
+    # killed again, and resumed by other code: the interrupted point's workspace is not continued but made afresh
+    results_file.write_text(json.dumps({"points": []}))
+    shutil.rmtree(side / "outputs" / "train" / "toy_counting" / "transformer-seed1")
+    before = ckpt.stat().st_mtime_ns
+    monkeypatch.setattr("swarmlab.drive.ablation_runs.code_hash", lambda: "f" * 64)
+    other = ablate(params, "layers", only=["num_layers=1"], resume=True, tracking=False, **roots)
+    assert other["points"][0]["status"] == "ok" and other["points"][0]["made"]["code"] == "f" * 16
+    assert ckpt.stat().st_mtime_ns != before and "keep" not in (side / "run.log").read_text()
 
 
 @pytest.mark.slow
@@ -233,6 +242,69 @@ def test_an_interrupted_grid_exits_2_and_marks_the_point_it_cut(tmp_path, monkey
     assert "\n" not in str(info.value)
     results = json.loads((roots["report_root"] / "ablations" / "layers" / "results.json").read_text())
     assert [p["status"] for p in results["points"]] == ["ok", "interrupted", "not run"]
+
+
+def _fake_run_point(calls: list, tmp_path):
+    def run_point(params, spec, point, grid, *, made, **kw):
+        calls.append(point["point"])
+        return {**point, "status": "ok", "wall_s": 0.0, "workspace": str(tmp_path), "made": made}
+
+    return run_point
+
+
+def test_resume_keeps_only_the_points_this_checkout_on_this_machine_makes_the_same(tmp_path, monkeypatch, caplog):
+    """--resume skips a finished point only when its recorded code, settings and precision are this run's: a stale
+    grid would otherwise run nothing and DVC would record old numbers as made by new code (the claims grids once
+    needed scripts/grid_resume.py for this), and a grid resumed on another CPU class would mix bf16 and fp32 points."""
+    params = toy_params(values=(1, 2))
+    roots = dict(out_root=tmp_path / "outputs" / "ablations", report_root=tmp_path / "reports")
+    calls: list[str] = []
+    monkeypatch.setattr("pipelines.ablate.run_point", _fake_run_point(calls, tmp_path))
+    first = ablate(params, "layers", tracking=False, **roots)
+    made = first["points"][0]["made"]
+    assert set(made) == {"code", "settings", "precision"} and made["precision"] == {"transformer": "fp32"}
+    assert first["points"][0]["made"]["settings"] != first["points"][1]["made"]["settings"]
+    ablate(params, "layers", resume=True, tracking=False, **roots)
+    assert calls == ["num_layers=1", "num_layers=2"]  # the same: nothing ran again
+
+    monkeypatch.setattr("swarmlab.drive.ablation_runs.code_hash", lambda: "f" * 64)
+    with caplog.at_level("INFO"):
+        ablate(params, "layers", resume=True, tracking=False, **roots)
+    assert calls[2:] == ["num_layers=1", "num_layers=2"]
+    assert f"[layers/num_layers=1] --resume: made otherwise (code {made['code']} -> ffffffffffffffff)" in caplog.text
+
+    params["tasks"]["toy_counting"]["train"]["lr"] = 0.123  # a setting every point reads
+    monkeypatch.setattr("swarmlab.drive.ablation_runs.resolve_amp", lambda amp, device: True)  # a bf16 machine
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        ablate(params, "layers", resume=True, only=["num_layers=2"], tracking=False, **roots)
+    assert calls[4:] == ["num_layers=2"]
+    assert "settings " in caplog.text and "precision {'transformer': 'fp32'} -> {'transformer': 'bf16 autocast'}" in (
+        caplog.text
+    )
+
+    results_file = roots["report_root"] / "ablations" / "layers" / "results.json"
+    results = json.loads(results_file.read_text())
+    del results["points"][1]["made"]  # a point recorded before points recorded what made them
+    results_file.write_text(json.dumps(results))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        ablate(params, "layers", resume=True, tracking=False, **roots)
+    assert calls[5:] == ["num_layers=1", "num_layers=2"]  # num_layers=1: still of the old settings
+    assert "[layers/num_layers=2] --resume: made otherwise (it records nothing of the code" in caplog.text
+
+
+def test_a_points_precision_is_what_its_runs_resolve_on_this_machine():
+    """The claims grids train at `amp: auto`: bf16 autocast exactly where this CPU computes bf16 natively."""
+    import torch
+
+    from swarmlab.engine.device import native_bf16
+
+    params = load_params(profile="claims")
+    spec = grid_spec(params, "augment")
+    here = "bf16 autocast" if native_bf16(torch.device("cpu")) else "fp32"
+    for point in grid_points(params, "augment"):
+        assert point_made(params, spec, point, "augment")["precision"] == {"swarmformer_small": here}
 
 
 def test_ablation_points_rename_their_runs_uniquely_and_once(tmp_path, monkeypatch):

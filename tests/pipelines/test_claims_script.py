@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swarmlab.drive.ablations import grid_points
+from swarmlab.drive.ablation_runs import point_made
+from swarmlab.drive.ablations import grid_points, grid_spec
 from swarmlab.drive.params import load_params
 from swarmlab.drive.report.testsplit import load_log
 from tests.conftest import REPO_ROOT, SHARED_DATASETS
@@ -45,8 +46,15 @@ def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
     repo = _clone(tmp_path)
     kept = repo / "reports" / "claims" / "ablations" / GRID
     kept.mkdir(parents=True)
-    points = grid_points(load_params(profile="smoke"), GRID)
-    results = {"grid": GRID, "task": "listops", "points": [{**p, "status": "ok", "test": "kept"} for p in points]}
+    params = load_params(profile="smoke")
+    points = grid_points(params, GRID)
+    # made by this code and settings, in this machine's precision (the clone's code is this checkout's): kept
+    made = {p["point"]: point_made(params, grid_spec(params, GRID), p, GRID) for p in points}
+    results = {
+        "grid": GRID,
+        "task": "listops",
+        "points": [{**p, "status": "ok", "test": "kept", "made": made[p["point"]]} for p in points],
+    }
     (kept / "results.json").write_text(json.dumps(results))
     proc = _run(repo, "grid", GRID)
     # without the carry-over, --resume finds no results in outputs/claims and trains the first point

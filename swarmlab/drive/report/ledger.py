@@ -307,7 +307,7 @@ class Ledger:
         return (
             f"claims/dvc.lock records `{piece}` as current, but its runs were trained at {since}, before changes to "
             f"code it depends on ({paths}): a rerun kept them; rerun `{rerun}`"
-            + (" (scripts/grid_resume.py sends points made by other code through again)" if grid else "")
+            + (" (its --resume sends points made by other code through again)" if grid else "")
         )
 
     def _refused(self, runs: list[RunResult]) -> str:
