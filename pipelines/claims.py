@@ -48,8 +48,7 @@ from swarmlab.paths import REPO_ROOT
 from swarmlab.drive.runs import make_task
 from swarmlab.drive.sections import task_section
 from swarmlab.drive.stage_cli import params_from, stage_parser
-from swarmlab.drive.sweep.tune import STATE_FILE
-from swarmlab.drive.tuning import CHOSEN, chosen_path
+from swarmlab.drive.tuning import CHOSEN, SWEEP_STATE, chosen_path
 from tasks.base import Task
 
 PIECES = ("sweep", "task", "sample", "grid")
@@ -99,7 +98,7 @@ def unfinished_sweep(work: Path, key: str) -> bool:
     """Whether the work folder holds a search of ``key`` that started and did not finish: its state names a sweep
     that the task's ``best_params.json`` does not (a finished search writes its id there; an interrupted one leaves
     the file as it was)."""
-    state = work / "outputs" / "sweep" / key / STATE_FILE
+    state = work / "outputs" / "sweep" / key / SWEEP_STATE
     if not state.is_file():
         return False
     try:

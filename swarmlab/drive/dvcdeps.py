@@ -12,7 +12,9 @@ functions (``ast``, no import is executed), and:
 * a registry (``tasks/registry.py``, ``models/registry.py``) imports every module of its package on the first lookup
   (swarmlab/registry.py): reaching it means the whole package;
 * a stage that runs other stages as subprocesses names them in a ``STAGE_MODULES`` constant (pipelines/claims.py,
-  pipelines/ablate.py): their code is its code too.
+  pipelines/ablate.py): their code is its code too. A dict of tuples names them per subcommand: a command whose
+  first argument is one of its keys (``python -m pipelines.claims grid <name>``) runs only that key's stages, so a
+  claims grid piece depends on the grid's code and not on the sweep's.
 
 A folder whose every ``.py`` file is in the set is written as the folder (``models``, ``swarmlab/engine``), the rest
 file by file; what a stage reads besides code (data folders, ``${...}`` paths) stays as written, after the code.
@@ -62,18 +64,39 @@ def _package_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def stage_modules(path: Path) -> list[str]:
-    """The stages a module runs as subprocesses: its ``STAGE_MODULES`` constant (a tuple, or a dict of tuples)."""
+def _stage_modules_value(path: Path):
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "STAGE_MODULES" for t in node.targets):
-            value = ast.literal_eval(node.value)
-            names = [m for v in value.values() for m in v] if isinstance(value, dict) else list(value)
-            return sorted(set(names))
-    return []
+            return ast.literal_eval(node.value)
+    return None
 
 
-def imported_files(entry: Path, root: Path = REPO_ROOT) -> set[Path]:
-    """Every repository file ``entry`` imports, transitively (see the module docstring)."""
+def stage_modules(path: Path, kind: str | None = None) -> list[str]:
+    """The stages a module runs as subprocesses: its ``STAGE_MODULES`` constant (a tuple, or a dict of tuples: the
+    tuple of ``kind`` where it is a key, else all of them)."""
+    value = _stage_modules_value(path)
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        names = list(value[kind]) if kind in value else [m for v in value.values() for m in v]
+    else:
+        names = list(value)
+    return sorted(set(names))
+
+
+def command_kind(cmd: str, root: Path = REPO_ROOT) -> str | None:
+    """The subcommand of ``python -m <module> <kind> ...`` where the module's ``STAGE_MODULES`` is keyed by it."""
+    m = re.match(r"python -m (\S+)\s+([A-Za-z_]\w*)", cmd)
+    if not m:
+        return None
+    found = module_file(m.group(1), root)
+    value = _stage_modules_value(found) if found else None
+    return m.group(2) if isinstance(value, dict) and m.group(2) in value else None
+
+
+def imported_files(entry: Path, root: Path = REPO_ROOT, kind: str | None = None) -> set[Path]:
+    """Every repository file ``entry`` imports, transitively (see the module docstring); ``kind``: the subcommand
+    ``entry`` runs (``command_kind``), which picks the stages it runs from a keyed ``STAGE_MODULES``."""
     seen: set[Path] = set()
     todo = [entry]
     while todo:
@@ -85,7 +108,8 @@ def imported_files(entry: Path, root: Path = REPO_ROOT) -> set[Path]:
         if rel in REGISTRIES:
             todo += _package_files(root / REGISTRIES[rel])
         if rel.startswith("pipelines/"):
-            todo += [f for f in (module_file(f"pipelines.{m}", root) for m in stage_modules(path)) if f]
+            runs = stage_modules(path, kind if path == entry else None)
+            todo += [f for f in (module_file(f"pipelines.{m}", root) for m in runs) if f]
         package = ".".join(path.relative_to(root).with_suffix("").parts)
         package = package.removesuffix(".__init__") if path.name == "__init__.py" else package.rpartition(".")[0]
         names = []
@@ -119,12 +143,15 @@ def entry_file(cmd: str, root: Path = REPO_ROOT) -> Path:
 
 def code_deps(cmd: str, root: Path = REPO_ROOT) -> list[str]:
     """The generated code deps of a stage running ``cmd``: whole folders where every file is imported."""
-    entries = [entry_file(cmd, root)]
+    entry, kind = entry_file(cmd, root), command_kind(cmd, root)
+    entries = [entry]
     m = re.match(r"python -m (\S+)", cmd)
     if m:  # `python -m a.b` runs a/__init__.py first
         parts = m.group(1).split(".")
         entries += [f for f in (module_file(".".join(parts[:i]), root) for i in range(1, len(parts))) if f]
-    files = {p.relative_to(root).as_posix() for e in entries for p in imported_files(e, root)}
+    files = {
+        p.relative_to(root).as_posix() for e in entries for p in imported_files(e, root, kind if e == entry else None)
+    }
     folders = sorted(
         {
             p.relative_to(root).as_posix()

@@ -29,6 +29,10 @@ from swarmlab.errors import SwarmlabError
 from swarmlab.io import atomic_write_text
 
 CHOSEN = "chosen.json"
+# a sweep's state (its id, models, trials), beside its Ray folders: outputs/sweep/<key>/state.json. Named here, not in
+# swarmlab/drive/sweep, so that pipelines/claims.py reads it without importing the sweep's code (claims/dvc.yaml: a
+# task or grid piece does not depend on the sweep's code)
+SWEEP_STATE = "state.json"
 TUNINGS = ("pinned", "sweep")
 BUDGET_KEYS = ("max_steps", "max_epochs", "time_budget_s")  # what bounds one trial
 

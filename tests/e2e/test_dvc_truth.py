@@ -65,10 +65,15 @@ def test_the_generated_deps_cover_every_file_a_stage_imports():
     including lazy imports inside functions, the modules a registry loads and the stages a stage runs."""
     for cmd in ("python -m pipelines.train --task imdb", "python -m pipelines.claims grid enhanced_ends"):
         deps = [REPO_ROOT / d for d in dvcdeps.code_deps(cmd)]
-        files = dvcdeps.imported_files(dvcdeps.entry_file(cmd))
+        files = dvcdeps.imported_files(dvcdeps.entry_file(cmd), kind=dvcdeps.command_kind(cmd))
         assert all(any(f == d or d in f.parents for d in deps) for f in files)
     claims = {d for d in dvcdeps.code_deps("python -m pipelines.claims grid enhanced_ends")}
     assert {"pipelines/ablate.py", "pipelines/train.py", "pipelines/evaluate.py"} <= claims  # run as subprocesses
+    # a claims piece runs its kind's stages only: a change to the sweep's code leaves the grid and task pieces current
+    assert not {"pipelines/sweep.py", "swarmlab/drive/sweep"} & claims
+    sweep = set(dvcdeps.code_deps("python -m pipelines.claims sweep imdb"))
+    assert {"pipelines/sweep.py", "swarmlab/drive/sweep"} <= sweep and "pipelines/ablate.py" not in sweep
+    assert dvcdeps.command_kind("python -m pipelines.train --task imdb") is None
     assert "tasks" in dvcdeps.code_deps("python -m pipelines.data --task listops")  # the registry loads every task
 
 

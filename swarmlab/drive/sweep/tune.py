@@ -23,13 +23,14 @@ from swarmlab.drive.sweep.orphans import close_orphan_runs
 from swarmlab.drive.sweep.search_space import ResolvedSpace
 from swarmlab.drive.sweep.setup import max_evaluations, trial_resources
 from swarmlab.drive.sweep.tables import rank
+from swarmlab.drive.tuning import SWEEP_STATE
 
 logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from swarmlab.drive.sweep.spec import SweepModelSpec, SweepSpec
 
-STATE_FILE = "state.json"
+STATE_FILE = SWEEP_STATE
 # the sweep's own settings (the section but its models, address and search spaces), as SweepConfig declares them
 SETTINGS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name not in ("models", "address", "spaces"))
 
