@@ -113,6 +113,8 @@ def sweep(
             f"in {report_dir / 'summary.md'} and best_params.json was not written: continue it with "
             f"`python -m pipelines.sweep --task {task.key} --resume`"
         )
+    if spec.settings.get("past_warmup"):
+        check_past_warmup(spec, results, report_dir)
     if task_section(params, task.key).tuning == "sweep":
         record = sweep_record(
             key=task.key,
@@ -129,6 +131,35 @@ def sweep(
         record = pinned_record(task.key, spec.profile)
     write_chosen(report_dir, record)
     return best
+
+
+def within_warmup(spec: SweepSpec, results: dict) -> dict[str, str]:
+    """Per model whose finished trials did not all train past their warmup steps: which, and how far they got."""
+    short = {}
+    for name, res in results.items():
+        pinned = int(spec.model(name).train.get("warmup_steps") or 0)
+        cut = [
+            (r["trial"], r["steps"], int(r["params"].get("warmup_steps", pinned)))
+            for r in res["rows"]
+            if r["status"] == "ok" and r.get("steps") is not None
+        ]
+        cut = [(t, s, w) for t, s, w in cut if s <= w]
+        if cut:
+            steps = ", ".join(f"{t} at step {s} of {w}" for t, s, w in cut[:3]) + (" ..." if len(cut) > 3 else "")
+            short[name] = f"{len(cut)} of {len(res['rows'])} trials ended within warmup ({steps})"
+    return short
+
+
+def check_past_warmup(spec: SweepSpec, results: dict, report_dir: Path) -> None:
+    """``sweep.past_warmup``: no model's choice is carried when some model's trials ended within their warmup (its lr
+    never reached the value the trial names: the machine decided, not the model). The tables stay as a record."""
+    short = within_warmup(spec, results)
+    if short:
+        which = "; ".join(f"{m}: {why}" for m, why in short.items())
+        raise SwarmlabError(
+            f"sweep.past_warmup: {which}; nothing was chosen (chosen.json not written; the trials are in "
+            f"{report_dir / 'summary.md'}): run the sweep on a faster machine, or give its trials more time"
+        )
 
 
 def check_space_syntax(spaces: dict, key: str) -> None:

@@ -99,6 +99,9 @@ class SweepConfig:
     reduction_factor: int = setting(3, ge=2)  # ASHA: the top 1/reduction_factor of each rung continue
     startup_trials: int = setting(10, ge=0)  # TPE: random trials before the model-based proposals
     max_failures: int = setting(2, ge=0)  # restarts of a crashed trial from its last checkpoint
+    # a model's choice counts (chosen.json) only if every finished trial trained past its warmup steps; else the sweep
+    # fails after writing its tables (amendment A5: an lr judged within warmup is the machine's verdict, not the model's)
+    past_warmup: bool = False
     seed: int = setting(0, ge=0, le=MAX_SEED)  # the searcher's seed
     address: str = ""  # "" = a local Ray instance; else a cluster
     spaces: dict = setting({})  # per task, per model; checked by swarmlab.drive.sweep.search_space

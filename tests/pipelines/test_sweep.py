@@ -427,6 +427,31 @@ def test_a_trial_that_died_before_its_first_report_is_a_row_not_the_sweeps_loss(
     assert out["best"]["trial"] == "ok" and out["train"] == {"lr": 1e-3} and parent.status == "FINISHED"
 
 
+def test_past_warmup_fails_a_sweep_whose_trials_ended_within_warmup(tmp_path):
+    """sweep.past_warmup (amendment A5): an lr judged within warmup never reached the value its trial names, so no
+    model's choice is carried when some model's finished trials ended there; a searched warmup_steps counts as set."""
+    from pipelines.sweep import check_past_warmup, within_warmup
+
+    warmup = {"hsw": {"warmup_steps": 100}, "longformer": {"warmup_steps": 100}, "set": {}}
+    spec = SimpleNamespace(model=lambda name: SimpleNamespace(train=warmup[name]))
+
+    def rows(*trials):
+        return {"rows": [{"trial": t, "status": st, "steps": n, "params": p} for t, st, n, p in trials]}
+
+    results = {
+        "hsw": rows(("h1", "ok", 152, {}), ("h2", "ok", 719, {})),
+        "longformer": rows(("l1", "ok", 98, {}), ("l2", "error", None, {}), ("l3", "ok", 140, {"warmup_steps": 200})),
+        "set": rows(("s1", "ok", 5, {})),  # no warmup: any step is past it
+    }
+    assert within_warmup(spec, results) == {
+        "longformer": "2 of 3 trials ended within warmup (l1 at step 98 of 100, l3 at step 140 of 200)"
+    }
+    with pytest.raises(SwarmlabError, match=r"^sweep.past_warmup: longformer: 2 of 3 trials .*chosen.json not written"):
+        check_past_warmup(spec, results, tmp_path)
+    results["longformer"] = rows(("l1", "ok", 101, {}))
+    check_past_warmup(spec, results, tmp_path)  # every finished trial past its warmup: nothing to refuse
+
+
 def test_resume_problem_names_what_the_kill_cut(tmp_path):
     status = {"a": "TERMINATED", "b": "ERROR", "c": "RUNNING"}
     _tune_state(tmp_path / "ok", status, known={"a", "b", "c", "d"}, done={"a", "b", "d"})
