@@ -149,7 +149,11 @@ def test_a_node_killed_mid_sweep_loses_no_finished_trial(tiny_data, tmp_path, mo
     from tests.pipelines.conftest import start_loopback_cluster, tiny_params
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlruns.db'}")
-    params = tiny_params(num_samples=4, max_concurrent=2, max_epochs=8, grace_period=8, max_failures=2)
+    # max_failures 4: a full CI run on 1c97a65 (beside a claims grid) saw the cut trial logged "failed ... retry 1/2
+    # from its last checkpoint" and then, in the same millisecond, "error" (a retry placed before Ray had marked the
+    # node dead fails at once, it seems: not proven); retries are what this test gives the cut trial, so it gets
+    # room for that. Since 2026-11-30 such a trial is an error row, not a TypeError that lost the sweep's results.
+    params = tiny_params(num_samples=4, max_concurrent=2, max_epochs=8, grace_period=8, max_failures=4)
     with start_loopback_cluster(head_cpus=1, worker_cpus=1) as cluster:
         killer = KillNodeAfterATrialFinished(cluster.worker.pid, last=8)
         best = sweep(
