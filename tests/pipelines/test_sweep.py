@@ -19,7 +19,7 @@ from ray.tune import Callback
 from swarmlab.errors import SwarmlabError
 from swarmlab.paths import REPO_ROOT
 from pipelines.sweep import sweep
-from swarmlab.drive.sweep.tune import _results, resume_problem
+from swarmlab.drive.sweep.tune import _persisted_status, _results, resume_problem
 
 from tests.pipelines.conftest import short_tmpdir, tiny_params, write_params
 
@@ -228,19 +228,6 @@ def _reap(temp_dir: str) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def _persisted_status(exp_dir: Path) -> dict[str, str]:
-    """Trial id -> status in the newest experiment state Tune wrote (what a restore starts from)."""
-    files = sorted(exp_dir.glob("experiment_state-*.json"))
-    if not files:
-        return {}
-    try:
-        state = json.loads(files[-1].read_text())
-    except (OSError, json.JSONDecodeError):  # being rewritten
-        return {}
-    trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state.get("trial_data", [])]
-    return {t["trial_id"]: t["status"] for t in trials}
 
 
 def _written_params(trial_dir: Path) -> dict | None:

@@ -46,13 +46,11 @@ def _persisted_status(exp_dir: Path) -> dict[str, str]:
     the trials still running, which sets them TERMINATED in memory: a trial cut at evaluation 20 of 150 then looks as
     finished as one ASHA stopped. The snapshot still says RUNNING (or PENDING) for the cut ones, and TERMINATED for
     those the scheduler or their last evaluation ended; the same snapshot is what ``--resume`` continues from."""
-    files = sorted(exp_dir.glob("experiment_state-*.json"))  # one per session, named by its start time
-    if not files:
+    state_file = _newest(exp_dir, "experiment_state-*.json")
+    if state_file is None:
         return {}
     try:
-        state = json.loads(files[-1].read_text())
-        trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state.get("trial_data", [])]
-        return {t["trial_id"]: t["status"] for t in trials}
+        return _read_statuses(state_file)
     except (OSError, ValueError, KeyError, TypeError):  # unreadable: fall back on the statuses in memory
         return {}
 
@@ -60,6 +58,13 @@ def _persisted_status(exp_dir: Path) -> dict[str, str]:
 def _newest(exp_dir: Path, pattern: str) -> Path | None:
     files = sorted(exp_dir.glob(pattern))  # Tune names each by its session's start time
     return files[-1] if files else None
+
+
+def _read_statuses(state_file: Path) -> dict[str, str]:
+    """Trial id -> status in one experiment state file; raises what reading or parsing it raises."""
+    state = json.loads(state_file.read_text())
+    trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state["trial_data"]]
+    return {t["trial_id"]: t["status"] for t in trials}
 
 
 def resume_problem(exp_dir: Path) -> str | None:
@@ -77,9 +82,7 @@ def resume_problem(exp_dir: Path) -> str | None:
     if state_file is None:
         return None  # nothing to restore: the model's search starts afresh
     try:
-        state = json.loads(state_file.read_text())
-        trials = [json.loads(t[0]) if isinstance(t, list) else t for t in state["trial_data"]]
-        status = {t["trial_id"]: t["status"] for t in trials}
+        status = _read_statuses(state_file)
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"{state_file.name} does not load ({type(e).__name__})"
     gen, base = _newest(exp_dir, "search_gen_state-*.json"), _newest(exp_dir, "searcher-state-*.pkl")
