@@ -16,6 +16,8 @@
 # claims/parked/<task>; here they are restored first (in a checkout of the code that trained them, on a CPU of the
 # same class: else one line, exit 2), and dropped once the piece has finished. A grid resumes only from points this
 # checkout's code and settings made, in this machine's precision (pipelines/ablate.py --resume): the others run again.
+# A grid longer than a session: `python scripts/park.py save --grid <grid>` commits its finished points to
+# claims/parked/grids/<grid>, restored and dropped here the same way (a point in progress starts again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
@@ -36,15 +38,21 @@ for name in "$@"; do
     targets+=("claims/dvc.yaml:sample@$name")
   fi
 done
-if [ "$piece" = task ]; then
-  for name in "$@"; do python scripts/park.py restore "$name" || exit 2; done
+# where a task's or a grid's finished work is parked, and park.py's flag for it (a sweep or sample piece parks nothing)
+parked() { if [ "$piece" = grid ]; then echo "claims/parked/grids/$1"; else echo "claims/parked/$1"; fi; }
+flag=()
+if [ "$piece" = grid ]; then flag=(--grid); fi
+parks=0
+if [ "$piece" = task ] || [ "$piece" = grid ]; then parks=1; fi
+if [ $parks = 1 ]; then
+  for name in "$@"; do python scripts/park.py restore "${flag[@]}" "$name" || exit 2; done
 fi
 SWARMLAB_RETEST=$retest dvc repro "${targets[@]}"
-if [ "$piece" = task ]; then
+if [ $parks = 1 ]; then
   for name in "$@"; do
-    if [ -d "claims/parked/$name" ]; then
-      rm -rf "claims/parked/$name"
-      echo "[claims] task $name finished: its parked runs in claims/parked/$name are no longer needed (removed)" >&2
+    if [ -d "$(parked "$name")" ]; then
+      rm -rf "$(parked "$name")"
+      echo "[claims] $piece $name finished: what was parked in $(parked "$name") is no longer needed (removed)" >&2
     fi
   done
 fi

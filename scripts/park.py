@@ -1,10 +1,12 @@
-"""Park a claims task piece's finished training runs in git, so that a piece longer than one session (or one
-machine's lease) can continue in a fresh clone: the next session restores them and trains only the runs still missing.
+"""Park a claims piece's finished work in git, so that a piece longer than one session (or one machine's lease) can
+continue in a fresh clone: the next session restores it and runs only what is still missing.
 
-    python scripts/park.py save <task> [--repo <checkout>]      after (or while) the piece runs: copies its finished
+    python scripts/park.py save <task> [--repo <checkout>]      after (or while) a task piece runs: copies its finished
                                                                 runs into <checkout>/claims/parked/<task>/
-    python scripts/park.py restore <task> [--repo <checkout>]   before the piece runs again (scripts/claims.sh does it)
-    python scripts/park.py show <task>                          what is parked, trained where and at which code
+    python scripts/park.py save --grid <grid>                   the same for a grid piece: its finished points, into
+                                                                claims/parked/grids/<grid>/
+    python scripts/park.py restore [--grid] <name> [--repo ..]  before the piece runs again (scripts/claims.sh does it)
+    python scripts/park.py show [--grid] <name>                 what is parked, made where and at which code
 
 ``<checkout>`` (default: this one) is the clone whose work folder (``outputs/claims``) ran the piece, or will.
 
@@ -18,6 +20,16 @@ Per run, what evaluation and the kept records need: ``best.pt`` (checked against
 sealed), ``run.json``, ``summary.json``, ``history.csv`` and the curve; not the optimizer state or ``last.pt``, so an
 interrupted run is not parked: it starts again. The MLflow run a ``run.json`` names lives in the store of the clone
 that trained it; the parked copy drops the id (kept in ``manifest.json``), so evaluation opens a new MLflow run.
+
+A grid (``--grid``) parks its finished points: its results folder as ``pipelines.ablate`` writes it (``results.json``
+with each point's ``made`` record, the points' histories and test items), not their checkpoints (an IMDB model's is
+about 16 MB, a grid's dozens of them too big for git). Restored into the work folder, ``ablate --resume`` keeps each
+finished point that this checkout on this machine makes the same (its ``made``) and runs the others: a point in
+progress when the session ended starts again, so stop a long grid between points (``[<grid>/<point>] ok`` in its
+log). The same checks as a task's refuse other code and another CPU class before anything is copied. Each finished
+point read its test split, and ``reports/test_reads.jsonl`` of the checkout that ran it holds the lines: commit them
+with the parked folder, or the log would lose them with the session's checkout.
+
 Nothing here is a stage's code: parking changes no fingerprint and no DVC dependency.
 """
 
@@ -42,7 +54,9 @@ from swarmlab.io import atomic_dir, atomic_write_text  # noqa: E402
 from swarmlab.machine import cpu_flags, describe_cpu  # noqa: E402
 
 PARKED = Path("claims") / "parked"
+GRIDS = "grids"  # claims/parked/grids/<grid>: a grid's parked points (a task's runs are in claims/parked/<task>)
 WORK = Path("outputs") / "claims"
+RESULTS = "results.json"
 MANIFEST = "manifest.json"
 FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
@@ -93,15 +107,7 @@ def save(task: str, repo: Path) -> Path:
     if not runs:
         raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
     dest = repo / PARKED / task
-    manifest = {
-        "task": task,
-        "commit": commit(repo),
-        "code_hash": code_hash(repo),
-        "cpu": describe_cpu(),
-        "cpu_class": cpu_class(),
-        "parked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "runs": {},
-    }
+    manifest = manifest_for(repo, task=task, runs={})
     with atomic_dir(dest) as tmp:
         for folder in runs:
             (tmp / folder.name).mkdir(parents=True)
@@ -130,20 +136,7 @@ def restore(task: str, repo: Path, *, parked_root: Path | None = None, any_cpu: 
     if not parked.is_dir():
         return []
     manifest = load_manifest(parked)
-    if manifest.get("code_hash") != code_hash(repo):
-        raise SwarmlabError(
-            f"the runs parked in {parked} were trained at commit {manifest.get('commit')}, whose code differs from "
-            f"{repo}'s: train would start them again. Continue in a checkout of that commit: git worktree add "
-            f"<dir> {manifest.get('commit')}, then python scripts/park.py restore {task} --repo <dir> "
-            f"--from {parked.parent}"
-        )
-    here = cpu_class()
-    if manifest.get("cpu_class") != here and not any_cpu:
-        raise SwarmlabError(
-            f"the runs parked in {parked} trained on {manifest.get('cpu')}; this machine is {describe_cpu()}: at equal "
-            "net time the two classes do not train alike, so the piece's runs would not compare (pass --any-cpu to "
-            "restore anyway)"
-        )
+    check_here(parked, manifest, repo, "runs", task, any_cpu)
     root = runs_root(repo, task)
     restored = []
     for name in sorted(manifest.get("runs", {})):
@@ -159,6 +152,88 @@ def restore(task: str, repo: Path, *, parked_root: Path | None = None, any_cpu: 
     return restored
 
 
+def grid_root(repo: Path, grid: str) -> Path:
+    """Where ``pipelines.ablate`` writes a grid's results in the work folder (its ``reports/ablations/<grid>``)."""
+    return repo / WORK / "reports" / "ablations" / grid
+
+
+def finished_points(results: Path) -> list[str]:
+    """The points ``results`` (a grid's results.json) has finished: status ``ok``, with the ``made`` record that
+    ``ablate --resume`` checks."""
+    try:
+        entries = json.loads(results.read_text()).get("points", [])
+    except (OSError, ValueError, AttributeError) as exc:
+        raise SwarmlabError(f"{results} is missing or damaged ({exc}): no finished point can be read from it") from None
+    return [e["point"] for e in entries if e.get("status") == "ok" and e.get("made")]
+
+
+def manifest_for(repo: Path, **what) -> dict:
+    return {
+        **what,
+        "commit": commit(repo),
+        "code_hash": code_hash(repo),
+        "cpu": describe_cpu(),
+        "cpu_class": cpu_class(),
+        "parked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def save_grid(grid: str, repo: Path) -> Path:
+    """Park the finished points of ``grid`` from ``repo``'s work folder in ``repo/claims/parked/grids/<grid>``: the
+    grid's results folder (results.json, histories, items), swapped in whole."""
+    src = grid_root(repo, grid)
+    points = finished_points(src / RESULTS) if (src / RESULTS).is_file() else []
+    if not points:
+        raise SwarmlabError(f"no finished point of grid {grid} in {src / RESULTS}: nothing to park")
+    dest = repo / PARKED / GRIDS / grid
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(src, tmp / "results", ignore=shutil.ignore_patterns(".*"))
+        atomic_write_text(tmp / MANIFEST, json.dumps(manifest_for(repo, grid=grid, points=points), indent=1) + "\n")
+    return dest
+
+
+def check_here(parked: Path, manifest: dict, repo: Path, what: str, name: str, any_cpu: bool) -> None:
+    """Refuse, in one line, a checkout whose code differs from the code that made the parked work, and a CPU of
+    another class (unless ``any_cpu``)."""
+    if manifest.get("code_hash") != code_hash(repo):
+        flag = "--grid " if what == "points" else ""
+        raise SwarmlabError(
+            f"the {what} parked in {parked} were made at commit {manifest.get('commit')}, whose code differs from "
+            f"{repo}'s: they would run again. Continue in a checkout of that commit: git worktree add "
+            f"<dir> {manifest.get('commit')}, then python scripts/park.py restore {flag}{name} --repo <dir> "
+            f"--from {parked.parent if what == 'runs' else parked.parent.parent}"
+        )
+    if manifest.get("cpu_class") != cpu_class() and not any_cpu:
+        raise SwarmlabError(
+            f"the {what} parked in {parked} were made on {manifest.get('cpu')}; this machine is {describe_cpu()}: "
+            "the two classes do not train alike (net time buys other step counts, bf16 autocast may switch), so the "
+            "piece's results would not compare (pass --any-cpu to restore anyway)"
+        )
+
+
+def restore_grid(grid: str, repo: Path, *, parked_root: Path | None = None, any_cpu: bool = False) -> list[str]:
+    """Put the parked results of ``grid`` in ``repo``'s work folder, where ``ablate --resume`` keeps their finished
+    points; the points restored. A work folder that already holds the grid's results is left alone (it has its own
+    progress). Refuses, before copying, other code and another CPU class."""
+    parked = (parked_root or repo / PARKED) / GRIDS / grid
+    if not parked.is_dir():
+        return []
+    manifest = load_manifest(parked)
+    check_here(parked, manifest, repo, "points", grid, any_cpu)
+    dst = grid_root(repo, grid)
+    if (dst / RESULTS).is_file():
+        return []
+    points = finished_points(parked / "results" / RESULTS)
+    if sorted(points) != sorted(manifest.get("points", [])):
+        raise SwarmlabError(
+            f"{parked / 'results' / RESULTS} finishes {sorted(points)}, its manifest {sorted(manifest.get('points', []))}"
+            ": the parked copy changed"
+        )
+    with atomic_dir(dst) as tmp:
+        shutil.copytree(parked / "results", tmp, dirs_exist_ok=True)
+    return points
+
+
 def show(task: str, repo: Path) -> str:
     parked = repo / PARKED / task
     if not parked.is_dir():
@@ -170,11 +245,25 @@ def show(task: str, repo: Path) -> str:
     )
 
 
+def show_grid(grid: str, repo: Path) -> str:
+    parked = repo / PARKED / GRIDS / grid
+    if not parked.is_dir():
+        return f"grid {grid}: nothing parked in {parked}"
+    m = load_manifest(parked)
+    return (
+        f"grid {grid}: {len(m.get('points', []))} finished point(s) parked {m.get('parked_at')} at commit "
+        f"{m.get('commit')} on {m.get('cpu')}: {', '.join(m.get('points', []))}"
+    )
+
+
 @cli
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("save", "restore", "show"))
-    parser.add_argument("task", help="the task of the claims piece (task@<task>)")
+    parser.add_argument("task", help="the task of the claims piece (task@<task>), or its grid with --grid")
+    parser.add_argument(
+        "--grid", action="store_true", help="the name is a grid (grid@<grid>): park its finished points"
+    )
     parser.add_argument(
         "--repo", default=str(REPO), help="the checkout whose work folder ran the piece (default: this)"
     )
@@ -184,16 +273,19 @@ def main(argv=None) -> None:
     repo = Path(args.repo).resolve()
     if not (repo / "params.yaml").is_file():
         raise SwarmlabError(f"{repo} is not a swarmlab checkout (no params.yaml)")
+    shown = show_grid if args.grid else show
     if args.action == "save":
-        dest = save(args.task, repo)
-        print(show(args.task, repo) + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)})")
+        dest = (save_grid if args.grid else save)(args.task, repo)
+        also = " reports/test_reads.jsonl" if args.grid else ""  # a finished point read its test split
+        print(shown(args.task, repo) + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)}{also})")
     elif args.action == "restore":
         parked_root = Path(args.parked_root).resolve() if args.parked_root else None
-        names = restore(args.task, repo, parked_root=parked_root, any_cpu=args.any_cpu)
+        names = (restore_grid if args.grid else restore)(args.task, repo, parked_root=parked_root, any_cpu=args.any_cpu)
         if names:
-            print(f"[park] restored {len(names)} finished run(s) of {args.task}: {', '.join(names)}", file=sys.stderr)
+            kind = "point(s) of grid" if args.grid else "run(s) of"
+            print(f"[park] restored {len(names)} finished {kind} {args.task}: {', '.join(names)}", file=sys.stderr)
     else:
-        print(show(args.task, repo))
+        print(shown(args.task, repo))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""pipelines/claims.py (the claims pieces; claims/dvc.yaml's stages, scripts/claims.sh their wrapper): a grid whose results were kept in reports/claims (committed) with some points finished resumes
-from them in a fresh clone, whose work folder holds nothing yet, instead of training every point again; the data its
-task needs is built first (a grid builds none); a wrong name costs one line and touches nothing."""
+"""pipelines/claims.py (the claims pieces; claims/dvc.yaml's stages, scripts/claims.sh their wrapper): a grid whose
+results were kept in reports/claims (committed), or parked by scripts/park.py, with some points finished resumes from
+them in a fresh clone, whose work folder holds nothing yet, instead of training every point again; the data its task
+needs is built first (a grid builds none); a wrong name costs one line and touches nothing."""
 
 from __future__ import annotations
 
@@ -69,6 +70,78 @@ def test_a_kept_grid_resumes_in_a_fresh_work_folder(tmp_path):
     assert all(p["status"] == "ok" and p["test"] == "kept" for p in work["points"])
     again = json.loads((kept / "results.json").read_text())  # copied back by the script: the same points
     assert all(p["status"] == "ok" and p["test"] == "kept" for p in again["points"])
+
+
+def test_a_parked_grid_resumes_in_a_fresh_clone(tmp_path):
+    """scripts/park.py save --grid in the clone that ran part of a grid, restore in a fresh one (claims.sh does it
+    before dvc repro): the piece keeps the parked points and runs only the one still missing."""
+    repo = _clone(tmp_path)
+    params = load_params(profile="smoke")
+    points = grid_points(params, GRID)
+    made = {p["point"]: point_made(params, grid_spec(params, GRID), p, GRID) for p in points}
+    ran = repo / "outputs" / "claims" / "reports" / "ablations" / GRID
+    ran.mkdir(parents=True)
+    entries = [{**p, "status": "ok", "test": "parked", "made": made[p["point"]]} for p in points[:-1]]
+    entries.append({**points[-1], "status": "not run"})  # the point in progress when the session ended
+    (ran / "results.json").write_text(json.dumps({"grid": GRID, "task": "listops", "points": entries}))
+    script = [sys.executable, "scripts/park.py"]
+    saved = subprocess.run([*script, "save", "--grid", GRID], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert saved.returncode == 0 and f"{len(points) - 1} finished point(s)" in saved.stdout, saved.stderr
+    shutil.rmtree(repo / "outputs")  # a fresh clone: nothing in its work folder, the parked points in git
+    back = subprocess.run([*script, "restore", "--grid", GRID], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert back.returncode == 0 and f"restored {len(points) - 1} finished point(s)" in back.stderr, back.stderr
+    proc = _run(repo, "grid", GRID)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert f"resuming grid {GRID} from its results" not in out  # nothing was kept: the parked points came back
+    assert out.count("done before (--resume): skipped") == len(points) - 1
+    assert f"[{GRID}/{points[-1]['point']}] ok" in out  # the missing point trained
+    kept = json.loads((repo / "reports" / "claims" / "ablations" / GRID / "results.json").read_text())
+    assert [p.get("test") for p in kept["points"]] == ["parked"] * (len(points) - 1) + [None]
+    assert all(p["status"] == "ok" for p in kept["points"])
+
+
+def test_the_wrapper_restores_a_parked_grid_before_dvc_and_drops_it_after(tmp_path):
+    """scripts/claims.sh: the parked points go into the work folder before `dvc repro` runs the stage, and the parked
+    folder goes once the stage succeeded; a sweep piece neither restores nor drops anything (dvc is faked here)."""
+    repo = _clone(tmp_path)
+    (repo / ".venv").unlink()
+    bin_dir = repo / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "dvc").write_text('#!/bin/sh\necho "$@" >> dvc.args\n[ -f dvc.fail ] && exit 1\nexit 0\n')
+    for f in ("python", "dvc"):
+        (bin_dir / f).chmod(0o755)
+    params = load_params(profile="claims")
+    points = grid_points(params, GRID)
+    made = {p["point"]: point_made(params, grid_spec(params, GRID), p, GRID) for p in points}
+    ran = repo / "outputs" / "claims" / "reports" / "ablations" / GRID
+    ran.mkdir(parents=True)
+    entries = [{**points[0], "status": "ok", "made": made[points[0]["point"]]}]
+    (ran / "results.json").write_text(json.dumps({"grid": GRID, "task": "listops", "points": entries}))
+    saved = subprocess.run(
+        [sys.executable, "scripts/park.py", "save", "--grid", GRID], cwd=repo, capture_output=True, text=True
+    )
+    assert saved.returncode == 0, saved.stderr
+    shutil.rmtree(repo / "outputs")
+    parked = repo / "claims" / "parked" / "grids" / GRID
+
+    (repo / "dvc.fail").write_text("")  # a stage that fails: what was parked stays
+    proc = _run(repo, "grid", GRID, script=True)
+    assert proc.returncode != 0 and parked.is_dir()
+    assert json.loads((ran / "results.json").read_text())["points"] == entries  # restored before dvc ran
+    (repo / "dvc.fail").unlink()
+    shutil.rmtree(repo / "outputs")
+    proc = _run(repo, "sweep", "listops", script=True)
+    assert proc.returncode == 0 and parked.is_dir() and not ran.exists(), proc.stderr
+    proc = _run(repo, "grid", GRID, script=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not parked.exists() and f"grid {GRID} finished" in proc.stderr
+    assert (repo / "dvc.args").read_text().split("\n")[:3] == [
+        f"repro claims/dvc.yaml:grid@{GRID}",
+        "repro claims/dvc.yaml:sweep@listops",
+        f"repro claims/dvc.yaml:grid@{GRID}",
+    ]
 
 
 def test_a_wrong_name_is_one_line_and_touches_nothing(tmp_path):

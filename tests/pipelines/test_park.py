@@ -1,5 +1,6 @@
-"""scripts/park.py: a claims task piece's finished runs parked in git and restored in a fresh clone, only where the
-code that trained them and the CPU class are the same; an unfinished or tampered run is never parked or restored."""
+"""scripts/park.py: a claims task piece's finished runs, and a grid piece's finished points, parked in git and
+restored in a fresh clone, only where the code that made them and the CPU class are the same; an unfinished or
+tampered run is never parked or restored, and a grid's unfinished points run again."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def test_restore_refuses_other_code_another_cpu_class_and_a_changed_checkpoint(t
 
     b = _checkout(tmp_path / "b")
     (b / "models" / "code.py").write_text("# changed\n")
-    with pytest.raises(SwarmlabError, match="trained at commit .* whose code differs"):
+    with pytest.raises(SwarmlabError, match="runs parked in .* made at commit .* whose code differs"):
         park.restore(TASK, b, parked_root=dest.parent)
     assert not park.runs_root(b, TASK).exists()  # refused before copying anything
 
@@ -80,7 +81,7 @@ def test_restore_refuses_other_code_another_cpu_class_and_a_changed_checkpoint(t
     manifest = json.loads((dest / "manifest.json").read_text())
     manifest["cpu_class"] = ["avx2"]
     (dest / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SwarmlabError, match="at equal net time the two classes do not train alike"):
+    with pytest.raises(SwarmlabError, match="the two classes do not train alike"):
         park.restore(TASK, c, parked_root=dest.parent)
     assert not park.runs_root(c, TASK).exists()
 
@@ -147,3 +148,70 @@ def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
         for repo in (a, b)
     }
     assert {k: v["test_loss"] for k, v in tested["a"].items()} == {k: v["test_loss"] for k, v in tested["b"].items()}
+
+
+def _grid_results(repo: Path, grid: str, statuses: dict) -> Path:
+    """A grid's results folder in ``repo``'s work folder as pipelines.ablate writes it, a point per status."""
+    root = park.grid_root(repo, grid)
+    (root / "history").mkdir(parents=True)
+    points = []
+    for name, status in statuses.items():
+        entry = {"point": name, "status": status}
+        if status == "ok":
+            entry["made"] = {"code": "c", "settings": name, "precision": {"swarm": "fp32"}}
+            (root / "history" / f"{name}.csv").write_text("step,val_loss\n1,0.5\n")
+        points.append(entry)
+    (root / "results.json").write_text(json.dumps({"grid": grid, "task": TASK, "points": points}))
+    (root / ".results.json.tmp-1").write_text("a write a kill cut")  # never parked
+    return root
+
+
+def test_a_grid_parks_its_finished_points_and_restores_them_in_a_fresh_checkout(tmp_path):
+    a = _checkout(tmp_path / "a")
+    src = _grid_results(a, "swarm_head", {"mean": "ok", "pma": "not run", "both": "failed"})
+    dest = park.save_grid("swarm_head", a)
+    assert dest == a / "claims" / "parked" / "grids" / "swarm_head"
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["points"] == ["mean"] and manifest["grid"] == "swarm_head"
+    assert manifest["code_hash"] == park.code_hash(a) and manifest["cpu_class"] == park.cpu_class()
+    assert not list((dest / "results").glob(".*"))
+    assert "nothing parked" not in park.show_grid("swarm_head", a) and "1 finished point(s)" in park.show_grid(
+        "swarm_head", a
+    )
+
+    b = _checkout(tmp_path / "b")
+    park.shutil.copytree(a / "claims", b / "claims")
+    assert park.restore_grid("swarm_head", b) == ["mean"]
+    restored = park.grid_root(b, "swarm_head")
+    assert json.loads((restored / "results.json").read_text()) == json.loads((src / "results.json").read_text())
+    assert (restored / "history" / "mean.csv").read_text() == (src / "history" / "mean.csv").read_text()
+    assert park.restore_grid("swarm_head", b) == []  # the work folder has its own results now: left alone
+    assert park.restore_grid("t_local", b) == []  # nothing parked: nothing to do
+    assert park.restore("swarm_head", b) == []  # a grid's parking is not a task's
+
+
+def test_a_grid_restore_refuses_other_code_another_cpu_class_and_a_changed_copy(tmp_path, monkeypatch):
+    a = _checkout(tmp_path / "a")
+    _grid_results(a, "cluster_size", {"c2": "ok", "c4": "ok", "c8": "not run"})
+    dest = park.save_grid("cluster_size", a)
+    with pytest.raises(SwarmlabError, match="no finished point of grid t_local"):
+        park.save_grid("t_local", a)
+
+    b = _checkout(tmp_path / "b")
+    (b / "pipelines" / "code.py").write_text("# changed\n")
+    with pytest.raises(SwarmlabError, match="points parked in .* whose code differs.*restore --grid cluster_size"):
+        park.restore_grid("cluster_size", b, parked_root=dest.parent.parent)
+    assert not park.grid_root(b, "cluster_size").exists()  # refused before copying anything
+
+    c = _checkout(tmp_path / "c")
+    monkeypatch.setattr(park, "cpu_class", lambda: ["avx2"])
+    with pytest.raises(SwarmlabError, match="the two classes do not train alike"):
+        park.restore_grid("cluster_size", c, parked_root=dest.parent.parent)
+    assert not park.grid_root(c, "cluster_size").exists()
+
+    results = json.loads((dest / "results" / "results.json").read_text())
+    results["points"][2] = {**results["points"][0], "point": "c8"}  # a point marked finished by hand
+    (dest / "results" / "results.json").write_text(json.dumps(results))
+    with pytest.raises(SwarmlabError, match="the parked copy changed"):
+        park.restore_grid("cluster_size", c, parked_root=dest.parent.parent, any_cpu=True)
+    assert not park.grid_root(c, "cluster_size").exists()
