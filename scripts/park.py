@@ -23,7 +23,7 @@ that trained it; the parked copy drops the id (kept in ``manifest.json``), so ev
 
 A grid (``--grid``) parks its finished points: its results folder as ``pipelines.ablate`` writes it (``results.json``
 with each point's ``made`` record, the points' histories and test items), not their checkpoints (an IMDB model's is
-about 16 MB, a grid's dozens of them too big for git). Restored into the work folder, ``ablate --resume`` keeps each
+about 17 MB, a grid's dozens of them too big for git). Restored into the work folder, ``ablate --resume`` keeps each
 finished point that this checkout on this machine makes the same (its ``made``) and runs the others: a point in
 progress when the session ended starts again, so stop a long grid between points (``[<grid>/<point>] ok`` in its
 log). The same checks as a task's refuse other code and another CPU class before anything is copied. Each finished
