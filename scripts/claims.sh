@@ -38,21 +38,14 @@ for name in "$@"; do
     targets+=("claims/dvc.yaml:sample@$name")
   fi
 done
-# where a task's or a grid's finished work is parked, and park.py's flag for it (a sweep or sample piece parks nothing)
-parked() { if [ "$piece" = grid ]; then echo "claims/parked/grids/$1"; else echo "claims/parked/$1"; fi; }
+# a task's or a grid's finished work parked in git comes back first and goes once the piece has finished (a sweep
+# piece parks nothing: it resumes in its own clone)
 flag=()
 if [ "$piece" = grid ]; then flag=(--grid); fi
-parks=0
-if [ "$piece" = task ] || [ "$piece" = grid ]; then parks=1; fi
-if [ $parks = 1 ]; then
+if [ "$piece" != sweep ]; then
   for name in "$@"; do python scripts/park.py restore "${flag[@]}" "$name" || exit 2; done
 fi
 SWARMLAB_RETEST=$retest dvc repro "${targets[@]}"
-if [ $parks = 1 ]; then
-  for name in "$@"; do
-    if [ -d "$(parked "$name")" ]; then
-      rm -rf "$(parked "$name")"
-      echo "[claims] $piece $name finished: what was parked in $(parked "$name") is no longer needed (removed)" >&2
-    fi
-  done
+if [ "$piece" != sweep ]; then
+  for name in "$@"; do python scripts/park.py drop "${flag[@]}" "$name"; done
 fi

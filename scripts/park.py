@@ -7,6 +7,8 @@ continue in a fresh clone: the next session restores it and runs only what is st
                                                                 claims/parked/grids/<grid>/
     python scripts/park.py restore [--grid] <name> [--repo ..]  before the piece runs again (scripts/claims.sh does it)
     python scripts/park.py show [--grid] <name>                 what is parked, made where and at which code
+    python scripts/park.py drop [--grid] <name>                 remove what is parked, once the piece has finished
+                                                                (scripts/claims.sh does it)
 
 ``<checkout>`` (default: this one) is the clone whose work folder (``outputs/claims``) ran the piece, or will.
 
@@ -57,6 +59,13 @@ PARKED = Path("claims") / "parked"
 GRIDS = "grids"  # claims/parked/grids/<grid>: a grid's parked points (a task's runs are in claims/parked/<task>)
 WORK = Path("outputs") / "claims"
 RESULTS = "results.json"
+
+
+def parked_dir(root: Path, name: str, grid: bool) -> Path:
+    """Where ``name`` (a task, or a grid) is parked under ``root`` (a ``claims/parked`` folder)."""
+    return root / GRIDS / name if grid else root / name
+
+
 MANIFEST = "manifest.json"
 FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
@@ -106,7 +115,7 @@ def save(task: str, repo: Path) -> Path:
     runs = finished_runs(runs_root(repo, task))
     if not runs:
         raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
-    dest = repo / PARKED / task
+    dest = parked_dir(repo / PARKED, task, grid=False)
     manifest = manifest_for(repo, task=task, runs={})
     with atomic_dir(dest) as tmp:
         for folder in runs:
@@ -132,11 +141,12 @@ def load_manifest(parked: Path) -> dict:
 def restore(task: str, repo: Path, *, parked_root: Path | None = None, any_cpu: bool = False) -> list[str]:
     """Copy the parked runs of ``task`` into ``repo``'s work folder (a run already there is left alone); the names
     restored. Refuses, before copying anything, a checkout whose code differs and a CPU of another class."""
-    parked = (parked_root or repo / PARKED) / task
+    root = parked_root or repo / PARKED
+    parked = parked_dir(root, task, grid=False)
     if not parked.is_dir():
         return []
     manifest = load_manifest(parked)
-    check_here(parked, manifest, repo, "runs", task, any_cpu)
+    check_here(parked, manifest, repo, "runs", f"{task} --repo <dir> --from {root}", any_cpu)
     root = runs_root(repo, task)
     restored = []
     for name in sorted(manifest.get("runs", {})):
@@ -185,23 +195,21 @@ def save_grid(grid: str, repo: Path) -> Path:
     points = finished_points(src / RESULTS) if (src / RESULTS).is_file() else []
     if not points:
         raise SwarmlabError(f"no finished point of grid {grid} in {src / RESULTS}: nothing to park")
-    dest = repo / PARKED / GRIDS / grid
+    dest = parked_dir(repo / PARKED, grid, grid=True)
     with atomic_dir(dest) as tmp:
         shutil.copytree(src, tmp / "results", ignore=shutil.ignore_patterns(".*"))
         atomic_write_text(tmp / MANIFEST, json.dumps(manifest_for(repo, grid=grid, points=points), indent=1) + "\n")
     return dest
 
 
-def check_here(parked: Path, manifest: dict, repo: Path, what: str, name: str, any_cpu: bool) -> None:
-    """Refuse, in one line, a checkout whose code differs from the code that made the parked work, and a CPU of
-    another class (unless ``any_cpu``)."""
+def check_here(parked: Path, manifest: dict, repo: Path, what: str, restore_args: str, any_cpu: bool) -> None:
+    """Refuse, in one line, a checkout whose code differs from the code that made the parked ``what`` (naming the
+    restore to run in a checkout of that code: ``restore_args``), and a CPU of another class (unless ``any_cpu``)."""
     if manifest.get("code_hash") != code_hash(repo):
-        flag = "--grid " if what == "points" else ""
         raise SwarmlabError(
             f"the {what} parked in {parked} were made at commit {manifest.get('commit')}, whose code differs from "
             f"{repo}'s: they would run again. Continue in a checkout of that commit: git worktree add "
-            f"<dir> {manifest.get('commit')}, then python scripts/park.py restore {flag}{name} --repo <dir> "
-            f"--from {parked.parent if what == 'runs' else parked.parent.parent}"
+            f"<dir> {manifest.get('commit')}, then python scripts/park.py restore {restore_args}"
         )
     if manifest.get("cpu_class") != cpu_class() and not any_cpu:
         raise SwarmlabError(
@@ -215,11 +223,12 @@ def restore_grid(grid: str, repo: Path, *, parked_root: Path | None = None, any_
     """Put the parked results of ``grid`` in ``repo``'s work folder, where ``ablate --resume`` keeps their finished
     points; the points restored. A work folder that already holds the grid's results is left alone (it has its own
     progress). Refuses, before copying, other code and another CPU class."""
-    parked = (parked_root or repo / PARKED) / GRIDS / grid
+    root = parked_root or repo / PARKED
+    parked = parked_dir(root, grid, grid=True)
     if not parked.is_dir():
         return []
     manifest = load_manifest(parked)
-    check_here(parked, manifest, repo, "points", grid, any_cpu)
+    check_here(parked, manifest, repo, "points", f"--grid {grid} --repo <dir> --from {root}", any_cpu)
     dst = grid_root(repo, grid)
     if (dst / RESULTS).is_file():
         return []
@@ -234,32 +243,32 @@ def restore_grid(grid: str, repo: Path, *, parked_root: Path | None = None, any_
     return points
 
 
-def show(task: str, repo: Path) -> str:
-    parked = repo / PARKED / task
+def show(name: str, repo: Path, *, grid: bool = False) -> str:
+    parked = parked_dir(repo / PARKED, name, grid)
+    what = f"grid {name}" if grid else name
     if not parked.is_dir():
-        return f"{task}: nothing parked in {parked}"
+        return f"{what}: nothing parked in {parked}"
     m = load_manifest(parked)
+    items = m.get("points", []) if grid else sorted(m.get("runs", {}))
     return (
-        f"{task}: {len(m.get('runs', {}))} finished run(s) parked {m.get('parked_at')} at commit {m.get('commit')} "
-        f"on {m.get('cpu')}: {', '.join(sorted(m.get('runs', {})))}"
+        f"{what}: {len(items)} finished {'point' if grid else 'run'}(s) parked {m.get('parked_at')} at commit "
+        f"{m.get('commit')} on {m.get('cpu')}: {', '.join(items)}"
     )
 
 
-def show_grid(grid: str, repo: Path) -> str:
-    parked = repo / PARKED / GRIDS / grid
+def drop(name: str, repo: Path, *, grid: bool = False) -> Path | None:
+    """Remove what is parked for ``name`` (its piece has finished); the folder removed, or None when none was."""
+    parked = parked_dir(repo / PARKED, name, grid)
     if not parked.is_dir():
-        return f"grid {grid}: nothing parked in {parked}"
-    m = load_manifest(parked)
-    return (
-        f"grid {grid}: {len(m.get('points', []))} finished point(s) parked {m.get('parked_at')} at commit "
-        f"{m.get('commit')} on {m.get('cpu')}: {', '.join(m.get('points', []))}"
-    )
+        return None
+    shutil.rmtree(parked)
+    return parked
 
 
 @cli
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("save", "restore", "show"))
+    parser.add_argument("action", choices=("save", "restore", "show", "drop"))
     parser.add_argument("task", help="the task of the claims piece (task@<task>), or its grid with --grid")
     parser.add_argument(
         "--grid", action="store_true", help="the name is a grid (grid@<grid>): park its finished points"
@@ -273,19 +282,26 @@ def main(argv=None) -> None:
     repo = Path(args.repo).resolve()
     if not (repo / "params.yaml").is_file():
         raise SwarmlabError(f"{repo} is not a swarmlab checkout (no params.yaml)")
-    shown = show_grid if args.grid else show
     if args.action == "save":
         dest = (save_grid if args.grid else save)(args.task, repo)
         also = " reports/test_reads.jsonl" if args.grid else ""  # a finished point read its test split
-        print(shown(args.task, repo) + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)}{also})")
+        print(
+            show(args.task, repo, grid=args.grid)
+            + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)}{also})"
+        )
     elif args.action == "restore":
         parked_root = Path(args.parked_root).resolve() if args.parked_root else None
         names = (restore_grid if args.grid else restore)(args.task, repo, parked_root=parked_root, any_cpu=args.any_cpu)
         if names:
             kind = "point(s) of grid" if args.grid else "run(s) of"
             print(f"[park] restored {len(names)} finished {kind} {args.task}: {', '.join(names)}", file=sys.stderr)
+    elif args.action == "drop":
+        gone = drop(args.task, repo, grid=args.grid)
+        if gone:
+            kind = "grid" if args.grid else "task"
+            print(f"[park] {kind} {args.task} finished: {gone} is no longer needed (removed)", file=sys.stderr)
     else:
-        print(shown(args.task, repo))
+        print(show(args.task, repo, grid=args.grid))
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ def test_finished_runs_are_parked_and_restored_in_a_fresh_checkout(tmp_path):
     assert (restored / "best.pt").read_bytes() == b"swarm-seed0" * 10
     assert park.finished_runs(park.runs_root(b, TASK)) == [park.runs_root(b, TASK) / "lstm-seed0", restored]
     assert park.restore(TASK, b) == []  # twice: nothing more
+    assert park.drop(TASK, b) == b / "claims" / "parked" / TASK and not (b / "claims" / "parked" / TASK).exists()
+    assert park.drop(TASK, b) is None and (restored / "best.pt").is_file()  # the restored runs stay
 
 
 def test_restore_refuses_other_code_another_cpu_class_and_a_changed_checkpoint(tmp_path, monkeypatch):
@@ -175,9 +177,8 @@ def test_a_grid_parks_its_finished_points_and_restores_them_in_a_fresh_checkout(
     assert manifest["points"] == ["mean"] and manifest["grid"] == "swarm_head"
     assert manifest["code_hash"] == park.code_hash(a) and manifest["cpu_class"] == park.cpu_class()
     assert not list((dest / "results").glob(".*"))
-    assert "nothing parked" not in park.show_grid("swarm_head", a) and "1 finished point(s)" in park.show_grid(
-        "swarm_head", a
-    )
+    assert "grid swarm_head: 1 finished point(s) parked" in park.show("swarm_head", a, grid=True)
+    assert "nothing parked" in park.show("swarm_head", a)  # a grid's parking is not a task's
 
     b = _checkout(tmp_path / "b")
     park.shutil.copytree(a / "claims", b / "claims")
