@@ -198,6 +198,43 @@ def test_the_report_is_byte_identical_when_rerun(tmp_path):
         assert snapshot(work / "reports") == first, f"{bad}: the report was rewritten without its store"
 
 
+def test_a_run_id_the_committed_summary_records_is_cited_not_replaced(tmp_path, monkeypatch):
+    """A checkout without the work folder (the runs were trained in another clone): the id the committed training
+    summary records is shown, and saying why it has no link; a store that lacks it never links another run of the
+    same key in its place (that run did not make these numbers)."""
+    params = load_params(profile="smoke")
+    reports = fake_reports(tmp_path)
+    path = reports / "train" / TASK / "metrics.json"
+    summaries = json.loads(path.read_text())
+    recorded = "0123456789abcdef0123456789abcdef"
+    summaries["transformer"]["mlflow_run_id"] = recorded
+    path.write_text(json.dumps(summaries))
+
+    def rows() -> dict[str, str]:
+        md = (reports / "REPORT.md").read_text()
+        found = {}
+        for model in ("transformer", "longformer"):
+            lines = [
+                ln for ln in md.splitlines() if ln.startswith(f"| `{model}`") and f"dvc repro evaluate@{TASK}`" in ln
+            ]
+            assert lines, f"no provenance row for {model}"
+            found[model] = lines[0]
+        return found
+
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=False)
+    without = rows()
+    assert "run `01234567` (no store read here)" in without["transformer"]
+    assert "no MLflow run" in without["longformer"] and "01234567" not in without["longformer"]
+
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    other = tiny_store(uri)  # a finished run of the key transformer-seed0, not the recorded one
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    write_report(params, reports=reports, outputs=tmp_path / "outputs", mlflow=True)
+    stored = rows()
+    assert "run `01234567` (not in this store)" in stored["transformer"]
+    assert other[:8] not in stored["transformer"]
+
+
 def test_missing_inputs_give_a_report_that_says_what_is_missing(tmp_path):
     params = load_params(profile="smoke")
     reports = tmp_path / "reports"

@@ -57,7 +57,7 @@ def _grid_block(rep: Report, name: str, folder: Path, results: dict, source: str
                 run_id = (e.get("runs") or {}).get(r.run)
                 run = rep.ml.get(run_id) if run_id else None
                 if run_id:
-                    links.append(rep.ml.link(run) if run is not None else f"run `{run_id[:8]}`")
+                    links.append(rep.ml.cite(run, run_id))
             commits = sorted({short(r.test.get("git_commit") or results.get("git_commit")) for r in mine}) or [
                 short(results.get("git_commit"))
             ]

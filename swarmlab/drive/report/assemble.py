@@ -148,9 +148,11 @@ class Report:
         }
 
     def run_of(self, t: TaskData, model: str):
-        run_id = t.run_files.get(model, {}).get("run_id")
+        # the work folder's run.json, else the id the committed training summary recorded (a checkout without the
+        # work folder: the runs were made in another clone)
+        run_id = t.run_files.get(model, {}).get("run_id") or t.train.get(model, {}).get("mlflow_run_id")
         run = self.ml.get(run_id) if run_id else None
-        if run is None:
+        if run is None and not run_id:  # records from before run ids were kept: the newest run of the key
             name = (
                 model if re.search(r"-seed\d+$", model) else f"{model}-seed{self.params.get('seed', 0)}"
             )  # runs, or old keys
@@ -160,11 +162,7 @@ class Report:
     def provenance(self, t: TaskData, model: str) -> str:
         """Run link, commit (one reader: ``swarmlab.drive.report.provenance``), the command, and a stale mark."""
         run, run_id = self.run_of(t, model)
-        link = (
-            self.ml.link(run)
-            if run is not None
-            else (f"run `{run_id[:8]}` (not in the store)" if run_id else "no MLflow run")
-        )
+        link = self.ml.cite(run, run_id)
         stage = "evaluate" if model in t.evaluate else "train"
         prov = provenance(
             t.evaluate.get(model)

@@ -113,3 +113,12 @@ class MlflowIndex:
         if run is None:
             return "no MLflow run"
         return f"[run {run.info.run_id[:8]}]({self.ui}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id})"
+
+    def cite(self, run, run_id: str | None) -> str:
+        """The run's link when this store has it; else the id its records name (a run made in another clone's store,
+        or read without a store) and why there is no link; else "no MLflow run"."""
+        if run is not None:
+            return self.link(run)
+        if not run_id:
+            return "no MLflow run"
+        return f"run `{run_id[:8]}` ({'not in this store' if self.ok else 'no store read here'})"

@@ -51,3 +51,18 @@ def test_a_store_that_cannot_be_read_is_one_line_not_a_report_without_links(tmp_
     MlflowClient(good).create_experiment("toy", artifact_location=str(tmp_path / "art"))
     index = MlflowIndex(good, "http://127.0.0.1:5000")
     assert index.ok and index.get("0123456789abcdef0123456789abcdef") is None  # the store answered: no such run
+
+
+def test_cite_names_a_recorded_run_it_cannot_link(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("toy", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(exp, run_name="m-seed0").info.run_id
+    index = MlflowIndex(uri, "http://127.0.0.1:5000")
+    run = index.get(run_id)
+    assert index.cite(run, run_id) == f"[run {run_id[:8]}](http://127.0.0.1:5000/#/experiments/{exp}/runs/{run_id})"
+    absent = "f" * 32
+    assert index.get(absent) is None and index.cite(None, absent) == "run `ffffffff` (not in this store)"
+    assert index.cite(None, None) == "no MLflow run"
+    none = MlflowIndex(f"sqlite:///{tmp_path / 'none.db'}", "http://127.0.0.1:5000")
+    assert none.cite(None, absent) == "run `ffffffff` (no store read here)"
