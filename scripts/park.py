@@ -2,7 +2,8 @@
 continue in a fresh clone: the next session restores it and runs only what is still missing.
 
     python scripts/park.py save <task> [--repo <checkout>]      after (or while) a task piece runs: copies its finished
-                                                                runs into <checkout>/claims/parked/<task>/
+                                                                runs into <checkout>/claims/parked/<task>/ (refused
+                                                                over --max-mb, default 50: git keeps them for good)
     python scripts/park.py save --grid <grid>                   the same for a grid piece: its finished points, into
                                                                 claims/parked/grids/<grid>/
     python scripts/park.py restore [--grid] <name> [--repo ..]  before the piece runs again (scripts/claims.sh does it)
@@ -67,6 +68,8 @@ def parked_dir(root: Path, name: str, grid: bool) -> Path:
 
 
 MANIFEST = "manifest.json"
+MB = 1024 * 1024
+MAX_MB = 50.0  # what one save may add to git's history (an LRA Text HSW checkpoint is 22 MB: 5,704,348 fp32 params)
 FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
 
@@ -109,12 +112,21 @@ def finished_runs(root: Path) -> list[Path]:
     return found
 
 
-def save(task: str, repo: Path) -> Path:
+def save(task: str, repo: Path, *, max_mb: float = MAX_MB) -> Path:
     """Park the finished runs of ``task`` from ``repo``'s work folder in ``repo/claims/parked/<task>`` (swapped in
-    whole; runs parked before and still finished there are parked again)."""
+    whole; runs parked before and still finished there are parked again). Refuses, before writing, more than
+    ``max_mb`` of files: they go into git's history for good."""
     runs = finished_runs(runs_root(repo, task))
     if not runs:
         raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
+    sizes = {f.name: sum((f / n).stat().st_size for n in FILES if (f / n).is_file()) for f in runs}
+    if sum(sizes.values()) > max_mb * MB:
+        largest = max(sizes, key=sizes.get)
+        raise SwarmlabError(
+            f"parking {len(runs)} finished run(s) of {task} would add {sum(sizes.values()) / MB:.0f} MB to git's "
+            f"history (the largest, {largest}, {sizes[largest] / MB:.1f} MB, mostly its best.pt), over --max-mb "
+            f"{max_mb:g}: finish the piece in one session, or pass a larger --max-mb if the history may carry it"
+        )
     dest = parked_dir(repo / PARKED, task, grid=False)
     manifest = manifest_for(repo, task=task, runs={})
     with atomic_dir(dest) as tmp:
@@ -278,12 +290,15 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--from", dest="parked_root", default=None, help="restore from this claims/parked folder")
     parser.add_argument("--any-cpu", action="store_true", help="restore on a CPU of another class")
+    parser.add_argument(
+        "--max-mb", type=float, default=MAX_MB, help=f"save: refuse more than this many MB (default {MAX_MB:g})"
+    )
     args = parser.parse_args(argv)
     repo = Path(args.repo).resolve()
     if not (repo / "params.yaml").is_file():
         raise SwarmlabError(f"{repo} is not a swarmlab checkout (no params.yaml)")
     if args.action == "save":
-        dest = (save_grid if args.grid else save)(args.task, repo)
+        dest = save_grid(args.task, repo) if args.grid else save(args.task, repo, max_mb=args.max_mb)
         also = " reports/test_reads.jsonl" if args.grid else ""  # a finished point read its test split
         print(
             show(args.task, repo, grid=args.grid)

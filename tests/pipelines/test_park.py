@@ -106,6 +106,34 @@ def test_the_command_line_is_one_line_on_bad_input(tmp_path):
     assert proc.returncode == 0 and not proc.stderr  # nothing parked: nothing to do
 
 
+def test_a_save_bigger_than_max_mb_is_refused_before_anything_is_written(tmp_path):
+    """Parked files stay in git's history for good: a save over --max-mb is one line, and writes nothing."""
+    a = _checkout(tmp_path / "a")
+    for name in ("hsw_small-seed0", "hsw_small-seed1"):
+        folder = _run(a, name)
+        (folder / "best.pt").write_bytes(os.urandom(600 * 1024))  # 0.6 MB each, resealed
+        record = json.loads((folder / "run.json").read_text())
+        record["best_sha256"] = file_sha256(folder / "best.pt")
+        (folder / "run.json").write_text(json.dumps(record))
+    script = Path(park.__file__)
+
+    def save(max_mb: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, str(script), "save", TASK, "--repo", str(a), "--max-mb", max_mb]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    proc = save("1")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "would add 1 MB" in proc.stderr and "hsw_small-seed" in proc.stderr and "--max-mb 1" in proc.stderr
+    assert not (a / park.PARKED).exists()
+    proc = save("2")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (a / park.PARKED / TASK).iterdir()) == [
+        "hsw_small-seed0",
+        "hsw_small-seed1",
+        park.MANIFEST,
+    ]
+
+
 @pytest.mark.slow
 def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
     from tests.conftest import REPO_ROOT, SHARED_DATASETS
