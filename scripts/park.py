@@ -291,7 +291,10 @@ def main(argv=None) -> None:
     parser.add_argument("--from", dest="parked_root", default=None, help="restore from this claims/parked folder")
     parser.add_argument("--any-cpu", action="store_true", help="restore on a CPU of another class")
     parser.add_argument(
-        "--max-mb", type=float, default=MAX_MB, help=f"save: refuse more than this many MB (default {MAX_MB:g})"
+        "--max-mb",
+        type=float,
+        default=MAX_MB,
+        help=f"save <task>: refuse more than this many MB (default {MAX_MB:g}; a grid parks no checkpoints)",
     )
     args = parser.parse_args(argv)
     repo = Path(args.repo).resolve()
