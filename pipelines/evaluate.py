@@ -12,11 +12,18 @@ succeeded it is appended to the repository's log of test reads, ``reports/test_r
 ``$SWARMLAB_ABLATION_POINT``). A read the record refuses (the same run under other training settings) needs ``--retest``,
 except inside ``dvc exp run``, where it is exploratory: logged with the experiment's name, and it decides no claim.
 
+A run whose ``best.pt`` is gone keeps the result this folder holds for it when that result read the checkpoint its
+``run.json`` sealed (the same SHA-256) under the same read (identity and training settings): scripts/park.py parks a
+long claims piece's evaluated runs without their checkpoints, which are too big for git, and the piece's next session
+evaluates only the rest. Such a result is not read again and adds no line to the log. ``--finished`` evaluates the runs
+that have finished training and leaves the others out (park.py runs it before parking).
+
 The runs go through the same scheduler as training (swarmlab/drive/schedule/scheduler.py: in this process, or fanned out
 over Ray, each in a fresh worker process so that its peak memory is its own); each entry records its ``resources``.
 One run: swarmlab/drive/evaluation/run.py; speed and memory: swarmlab/drive/evaluation/measure.py.
 
     python -m pipelines.evaluate [--task T] [--profile P] [--parallel N] [--address HOST:PORT] [--no-tracking]
+                                 [--retest] [--finished]
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 
 from swarmlab.engine import BEST, resolve_device
@@ -32,6 +40,7 @@ from swarmlab.drive.evaluation.run import TRAIN_ROOT
 from swarmlab.io import atomic_dir
 from swarmlab.paths import REPORTS_DIR, git_commit
 from swarmlab.drive.report.testsplit import (
+    ITEMS,
     append_reads,
     check_reads,
     experiment,
@@ -59,9 +68,12 @@ def evaluate(
     report_root: Path = REPORTS_DIR,
     tracking: bool = True,
     retest: bool = False,
+    finished: bool = False,
     parallel: int | None = None,
     address: str | None = None,
 ) -> dict:
+    """Evaluate every run of the task (``finished``: those that have finished training; at least one); returns (and
+    writes) ``metrics.json``, keyed by run name, the results kept for runs parked without their checkpoints included."""
     spec = resolve(
         params, "evaluate", task_name, options=options, tracking=tracking, parallel=parallel, address=address
     )
@@ -77,20 +89,12 @@ def evaluate(
     runs = list(spec.runs)
     for run in {r.model: r for r in runs}.values():  # every model's config, once, before any test batch
         build_model(run.model, task, dict(run.overrides))
-    for run in runs:  # and every checkpoint
-        ckpt = train_dir(task.key, run.name, train_root) / BEST
-        if not ckpt.is_file():
-            raise SwarmlabError(f"{ckpt} is missing: train {run.name} on {task.key} first (dvc repro train@{task.key})")
-    for device in dict.fromkeys(run.train.device for run in runs):
-        resolve_device(device)
-    scheduler = Scheduler(spec, task)
-    if tracking:
-        check_tracking_uri()
     folder = Path(report_dir("evaluate", task_name, report_root)).resolve()
+    train_root = Path(train_root).resolve()
     options = dataclasses.asdict(task.options)
     overrides = {r.model: dict(r.overrides) for r in runs}
-    entries = [
-        read_entry(
+    entries = {
+        r.name: read_entry(
             task=task_name,
             registered=task.name,
             options=options,
@@ -103,12 +107,39 @@ def evaluate(
             commit=git_commit(),
         )
         for r in runs
-    ]
+    }
+    kept = kept_results(folder, runs, entries, lambda r: train_dir(task.key, r.name, train_root))
+    missing = [r for r in runs if r.name not in kept and not (train_dir(task.key, r.name, train_root) / BEST).is_file()]
+    if finished and len(missing) == len(runs):
+        raise SwarmlabError(
+            f"no run of {task.key} has finished training under {train_root / task.key}: nothing to evaluate"
+        )
+    if missing and not finished:  # every checkpoint, before any test batch
+        ckpt = train_dir(task.key, missing[0].name, train_root) / BEST
+        raise SwarmlabError(
+            f"{ckpt} is missing: train {missing[0].name} on {task.key} first (dvc repro train@{task.key}), or restore "
+            "its parked evaluation (scripts/park.py)"
+        )
+    runs = [
+        r for r in runs if r.name not in {m.name for m in missing}
+    ]  # --finished: the runs still training are left out
+    fresh = [r for r in runs if r.name not in kept]
+    for device in dict.fromkeys(run.train.device for run in runs):
+        resolve_device(device)
+    scheduler = Scheduler(spec, task)
+    if tracking:
+        check_tracking_uri()
     # a second look at a test split is refused unless named, or exploratory inside `dvc exp run` (decides no claim)
-    reads = check_reads(folder, entries, retest=retest, experiment=experiment())
+    reads = check_reads(folder, [entries[r.name] for r in fresh], retest=retest, experiment=experiment())
     exploratory = {r["run"]: r["experiment"] for r in reads[len(load_reads(folder)) :] if r.get("experiment")}
-    train_root = Path(train_root).resolve()
     with scheduler, atomic_dir(folder) as tmp:  # all of it, or the previous reports
+        for name in kept:  # a parked run's result, items and figures, as they were
+            (tmp / ITEMS).mkdir(exist_ok=True)
+            shutil.copy2(folder / ITEMS / f"{name}.npz", tmp / ITEMS / f"{name}.npz")
+            for plot in (folder / "plots").glob(f"*{name}.*"):
+                if plot.stem == name or plot.stem.endswith(f"_{name}"):
+                    (tmp / "plots").mkdir(exist_ok=True)
+                    shutil.copy2(plot, tmp / "plots" / plot.name)
         jobs = [
             Job(
                 run,
@@ -116,11 +147,12 @@ def evaluate(
                     plots_dir=tmp / "plots", train_root=train_root, tracking=tracking, resources=scheduler.record(run)
                 ),
             )
-            for run in runs
+            for run in fresh
         ]
-        results = scheduler.execute(
+        done = scheduler.execute(
             "swarmlab.drive.evaluation.run:evaluate_one", jobs, tracking=tracking, fresh_workers=True
         )
+        results = {r.name: kept[r.name] if r.name in kept else done[r.name] for r in runs}
         (tmp / "metrics.json").write_text(json.dumps(results, indent=2) + "\n")
         write_reads(tmp, reads)
     # the reports are in place: every read goes to the repository's log, reproductions and re-reads alike
@@ -141,10 +173,42 @@ def evaluate(
                 **{k: v for k, v in ablation.items() if v},
                 **({"experiment": exploratory[r.name]} if r.name in exploratory else {}),
             )
-            for r, entry in zip(runs, entries)
+            for r, entry in ((r, entries[r.name]) for r in fresh)
         ]
     )
     return results
+
+
+def kept_results(folder: Path, runs: list, entries: dict, run_dir) -> dict[str, dict]:
+    """The results ``folder`` holds for runs whose ``best.pt`` is gone (parked without it: scripts/park.py), by run
+    name: kept only when the result read the checkpoint the run's ``run.json`` sealed, under the same read (the folder's
+    record of reads has this run's identity and training settings), and its per-item scores are there. ``entries``:
+    each run's read entry; ``run_dir(run)``: its training folder."""
+    try:
+        earlier = json.loads((folder / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    reads = load_reads(folder)
+    kept = {}
+    for r in runs:
+        if (run_dir(r) / BEST).is_file() or not isinstance(earlier, dict) or not isinstance(earlier.get(r.name), dict):
+            continue
+        try:
+            sealed = json.loads((run_dir(r) / "run.json").read_text()).get("best_sha256")
+        except (OSError, ValueError, AttributeError):
+            continue
+        e = entries[r.name]
+        same_read = any(
+            x.get("run") == r.name and (x["identity"], x["train"]) == (e["identity"], e["train"]) for x in reads
+        )
+        if (
+            sealed
+            and earlier[r.name].get("best_sha256") == sealed
+            and same_read
+            and (folder / ITEMS / f"{r.name}.npz").is_file()
+        ):
+            kept[r.name] = earlier[r.name]
+    return kept
 
 
 def train_commit(run_dir: Path) -> str | None:
@@ -172,6 +236,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="allow a second read of a test split under other training settings (counted in the report)",
     )
+    parser.add_argument(
+        "--finished",
+        action="store_true",
+        help="evaluate the runs that have finished training and leave the others out (scripts/park.py runs it)",
+    )
     args = parser.parse_args(argv)
     params = params_from(args)
     with task_writer(params, args.task, "evaluate"):
@@ -180,6 +249,7 @@ def main(argv=None) -> None:
             args.task,
             tracking=not args.no_tracking,
             retest=args.retest,
+            finished=args.finished,
             parallel=args.parallel,
             address=args.address,
         )

@@ -4,6 +4,10 @@ continue in a fresh clone: the next session restores it and runs only what is st
     python scripts/park.py save <task> [--repo <checkout>]      after (or while) a task piece runs: copies its finished
                                                                 runs into <checkout>/claims/parked/<task>/ (refused
                                                                 over --max-mb, default 50: git keeps them for good)
+    python scripts/park.py save <task> --evaluate               the same for runs too big for git (task lra_text's HSW
+                                                                checkpoints: 22 MB each): evaluates the finished runs
+                                                                on the test split, then parks them with their results
+                                                                and without their checkpoints
     python scripts/park.py save --grid <grid>                   the same for a grid piece: its finished points, into
                                                                 claims/parked/grids/<grid>/
     python scripts/park.py restore [--grid] <name> [--repo ..]  before the piece runs again (scripts/claims.sh does it)
@@ -24,6 +28,13 @@ sealed), ``run.json``, ``summary.json``, ``history.csv`` and the curve; not the 
 interrupted run is not parked: it starts again. The MLflow run a ``run.json`` names lives in the store of the clone
 that trained it; the parked copy drops the id (kept in ``manifest.json``), so evaluation opens a new MLflow run.
 
+``--evaluate`` parks a run without its ``best.pt``: first ``pipelines.evaluate --finished`` (at ``--profile``,
+default claims, in the work folder) reads the test split with each finished run, then the runs go with the evaluate
+folder (results, per-item scores, figures, its record of reads), each result naming the SHA-256 of the checkpoint it
+read. Restored, train keeps the run (its fingerprint), and evaluate keeps its result because that hash is the one
+the run's ``run.json`` sealed, and reads the test split only with the runs trained since. The reads are in
+``reports/test_reads.jsonl``: commit it with the parked folder, as for a grid.
+
 A grid (``--grid``) parks its finished points: its results folder as ``pipelines.ablate`` writes it (``results.json``
 with each point's ``made`` record, the points' histories and test items), not their checkpoints (an IMDB model's is
 about 17 MB, a grid's dozens of them too big for git). Restored into the work folder, ``ablate --resume`` keeps each
@@ -41,6 +52,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -72,6 +84,7 @@ MB = 1024 * 1024
 MAX_MB = 50.0  # what one save may add to git's history (an LRA Text HSW checkpoint is 22 MB: 5,704,348 fp32 params)
 FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
+EVALUATED = "evaluate"  # claims/parked/<task>/evaluate: the evaluate folder of runs parked without their best.pt
 
 
 def code_hash(repo: Path) -> str:
@@ -119,6 +132,11 @@ def save(task: str, repo: Path, *, max_mb: float = MAX_MB) -> Path:
     runs = finished_runs(runs_root(repo, task))
     if not runs:
         raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
+    without = [r.name for r in evaluated_runs(repo, task) if not (r / "best.pt").is_file()]
+    if without:  # restored from an evaluated park: only their results stand for them
+        raise SwarmlabError(
+            f"{', '.join(without)} of {task} have no best.pt (parked with --evaluate before): park with --evaluate"
+        )
     sizes = {f.name: sum((f / n).stat().st_size for n in FILES if (f / n).is_file()) for f in runs}
     if sum(sizes.values()) > max_mb * MB:
         largest = max(sizes, key=sizes.get)
@@ -133,6 +151,78 @@ def save(task: str, repo: Path, *, max_mb: float = MAX_MB) -> Path:
         for folder in runs:
             (tmp / folder.name).mkdir(parents=True)
             for name in FILES:
+                if (folder / name).is_file():
+                    shutil.copy2(folder / name, tmp / folder.name / name)
+            record = json.loads((folder / RUN_FILE).read_text())
+            manifest["runs"][folder.name] = {"mlflow_run_id": record.pop("run_id", None)}
+            (tmp / folder.name / RUN_FILE).write_text(json.dumps(record) + "\n")
+        atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return dest
+
+
+def evaluate_root(repo: Path, task: str) -> Path:
+    """Where ``pipelines.evaluate`` writes a task's reports in the work folder (its ``reports/evaluate/<task>``)."""
+    return repo / WORK / "reports" / "evaluate" / task
+
+
+def sealed(folder: Path) -> str | None:
+    """The SHA-256 of ``best.pt`` the run in ``folder`` sealed in its ``run.json`` (None: not a finished run)."""
+    try:
+        return json.loads((folder / RUN_FILE).read_text()).get("best_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def evaluated_runs(repo: Path, task: str) -> list[Path]:
+    """The runs of ``task`` in ``repo``'s work folder whose test result its evaluate folder holds, for the checkpoint
+    the run sealed (with or without the ``best.pt`` itself)."""
+    try:
+        results = json.loads((evaluate_root(repo, task) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return []
+    root = runs_root(repo, task)
+    return [
+        root / name
+        for name, result in results.items()
+        if isinstance(result, dict)
+        and result.get("best_sha256")
+        and sealed(root / name) == result["best_sha256"]
+        and all((root / name / f).is_file() for f in NEEDED if f != "best.pt")
+    ]
+
+
+def evaluate_finished(task: str, repo: Path, profile: str) -> int:
+    """``pipelines.evaluate --finished`` of ``task`` at ``profile`` in ``repo``'s work folder; its exit code."""
+    cmd = [sys.executable, "-m", "pipelines.evaluate", "--task", task, "--profile", profile, "--finished"]
+    print(f"[park] python {' '.join(cmd[1:])} (in {repo / WORK})", file=sys.stderr, flush=True)
+    return subprocess.run(cmd, cwd=repo, env={**os.environ, "SWARMLAB_WORKDIR": str(repo / WORK)}).returncode
+
+
+def save_evaluated(task: str, repo: Path, *, profile: str = "claims", max_mb: float = MAX_MB) -> Path:
+    """Evaluate the finished runs of ``task`` in ``repo``'s work folder (``pipelines.evaluate --finished``: their
+    test reads go to ``repo``'s log), then park them without their ``best.pt``, with the evaluate folder, in
+    ``repo/claims/parked/<task>`` (swapped in whole). For runs whose checkpoints git should not carry."""
+    if not finished_runs(runs_root(repo, task)) and not evaluated_runs(repo, task):
+        raise SwarmlabError(f"no finished run of {task} under {runs_root(repo, task)}: nothing to park")
+    if evaluate_finished(task, repo, profile) != 0:
+        raise SwarmlabError(f"evaluating the finished runs of {task} failed (above): nothing parked")
+    runs = evaluated_runs(repo, task)
+    evaluated = evaluate_root(repo, task)
+    size = sum(f.stat().st_size for f in evaluated.rglob("*") if f.is_file()) + sum(
+        (r / n).stat().st_size for r in runs for n in FILES[1:] if (r / n).is_file()
+    )
+    if size > max_mb * MB:
+        raise SwarmlabError(
+            f"parking {len(runs)} evaluated run(s) of {task} would add {size / MB:.0f} MB to git's history, over "
+            f"--max-mb {max_mb:g}"
+        )
+    dest = parked_dir(repo / PARKED, task, grid=False)
+    manifest = manifest_for(repo, task=task, runs={}, evaluated=True)
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(evaluated, tmp / EVALUATED, ignore=shutil.ignore_patterns(".*"))
+        for folder in runs:
+            (tmp / folder.name).mkdir()
+            for name in FILES[1:]:  # all but best.pt
                 if (folder / name).is_file():
                     shutil.copy2(folder / name, tmp / folder.name / name)
             record = json.loads((folder / RUN_FILE).read_text())
@@ -160,17 +250,32 @@ def restore(task: str, repo: Path, *, parked_root: Path | None = None, any_cpu: 
     manifest = load_manifest(parked)
     check_here(parked, manifest, repo, "runs", f"{task} --repo <dir> --from {root}", any_cpu)
     root = runs_root(repo, task)
+    results = {}
+    if manifest.get("evaluated"):  # runs parked without best.pt: their results stand for them
+        try:
+            results = json.loads((parked / EVALUATED / "metrics.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise SwarmlabError(f"{parked / EVALUATED / 'metrics.json'} is missing or damaged ({exc})") from None
     restored = []
     for name in sorted(manifest.get("runs", {})):
         src, dst = parked / name, root / name
         if dst.exists():
             continue
         record = json.loads((src / RUN_FILE).read_text())
-        if file_sha256(src / "best.pt") != record.get("best_sha256"):
+        if manifest.get("evaluated"):
+            if (results.get(name) or {}).get("best_sha256") != record.get("best_sha256"):
+                raise SwarmlabError(
+                    f"{parked / EVALUATED / 'metrics.json'} holds no result of the checkpoint {src / RUN_FILE} "
+                    "sealed: the parked copy changed"
+                )
+        elif file_sha256(src / "best.pt") != record.get("best_sha256"):
             raise SwarmlabError(f"{src / 'best.pt'} is not the checkpoint its run.json sealed: the parked copy changed")
         shutil.copytree(src, dst.parent / f".{name}.restoring", dirs_exist_ok=True)
         (dst.parent / f".{name}.restoring").rename(dst)
         restored.append(name)
+    if manifest.get("evaluated") and not evaluate_root(repo, task).exists():  # one here has its own progress
+        with atomic_dir(evaluate_root(repo, task)) as tmp:
+            shutil.copytree(parked / EVALUATED, tmp, dirs_exist_ok=True)
     return restored
 
 
@@ -264,7 +369,8 @@ def show(name: str, repo: Path, *, grid: bool = False) -> str:
     items = m.get("points", []) if grid else sorted(m.get("runs", {}))
     return (
         f"{what}: {len(items)} finished {'point' if grid else 'run'}(s) parked {m.get('parked_at')} at commit "
-        f"{m.get('commit')} on {m.get('cpu')}: {', '.join(items)}"
+        f"{m.get('commit')} on {m.get('cpu')}{', evaluated, without checkpoints' if m.get('evaluated') else ''}: "
+        f"{', '.join(items)}"
     )
 
 
@@ -291,6 +397,12 @@ def main(argv=None) -> None:
     parser.add_argument("--from", dest="parked_root", default=None, help="restore from this claims/parked folder")
     parser.add_argument("--any-cpu", action="store_true", help="restore on a CPU of another class")
     parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="save <task>: evaluate the finished runs on the test split, then park them without their checkpoints",
+    )
+    parser.add_argument("--profile", default="claims", help="save --evaluate: the profile to evaluate at (claims)")
+    parser.add_argument(
         "--max-mb",
         type=float,
         default=MAX_MB,
@@ -300,9 +412,16 @@ def main(argv=None) -> None:
     repo = Path(args.repo).resolve()
     if not (repo / "params.yaml").is_file():
         raise SwarmlabError(f"{repo} is not a swarmlab checkout (no params.yaml)")
+    if args.evaluate and (args.grid or args.action != "save"):
+        raise SwarmlabError("--evaluate is for save <task> (a grid parks no checkpoints)")
     if args.action == "save":
-        dest = save_grid(args.task, repo) if args.grid else save(args.task, repo, max_mb=args.max_mb)
-        also = " reports/test_reads.jsonl" if args.grid else ""  # a finished point read its test split
+        if args.grid:
+            dest = save_grid(args.task, repo)
+        elif args.evaluate:
+            dest = save_evaluated(args.task, repo, profile=args.profile, max_mb=args.max_mb)
+        else:
+            dest = save(args.task, repo, max_mb=args.max_mb)
+        also = " reports/test_reads.jsonl" if args.grid or args.evaluate else ""  # what read its test split
         print(
             show(args.task, repo, grid=args.grid)
             + f"\nparked in {dest}: commit it (git add {dest.relative_to(repo)}{also})"

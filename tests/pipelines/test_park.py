@@ -104,6 +104,16 @@ def test_the_command_line_is_one_line_on_bad_input(tmp_path):
         [sys.executable, str(script), "restore", TASK, "--repo", str(a)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0 and not proc.stderr  # nothing parked: nothing to do
+    proc = subprocess.run(
+        [sys.executable, str(script), "save", "swarm_head", "--grid", "--evaluate", "--repo", str(a)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip() == "error: --evaluate is for save <task> (a grid parks no checkpoints)"
+    )
 
 
 def test_a_save_bigger_than_max_mb_is_refused_before_anything_is_written(tmp_path):
@@ -134,8 +144,9 @@ def test_a_save_bigger_than_max_mb_is_refused_before_anything_is_written(tmp_pat
     ]
 
 
-@pytest.mark.slow
-def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
+def _two_clones(tmp_path: Path):
+    """Two checkouts of this repository's code and params (``a`` runs a piece, ``b`` is the next session's fresh
+    clone), and a runner of commands in one, each clone with its own MLflow store and log of test reads."""
     from tests.conftest import REPO_ROOT, SHARED_DATASETS
 
     env = {
@@ -150,14 +161,12 @@ def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
             park.shutil.copytree(REPO_ROOT / part, repo / part, ignore=park.shutil.ignore_patterns("__pycache__"))
         park.shutil.copy(REPO_ROOT / "params.yaml", repo / "params.yaml")
         clones.append(repo)
-    a, b = clones
-    piece = [sys.executable, "-m", "pipelines.claims", "--profile", "smoke", "task", TASK]
 
-    def run(cmd, cwd, db):
+    def run(cmd, cwd):
         proc = subprocess.run(
             cmd,
             cwd=cwd,
-            env={**env, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"},
+            env={**env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / cwd.name}.db"},
             capture_output=True,
             text=True,
             timeout=600,
@@ -165,11 +174,20 @@ def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         return proc.stdout + proc.stderr
 
-    run(piece, a, tmp_path / "a.db")
-    run([sys.executable, "scripts/park.py", "save", TASK], a, tmp_path / "a.db")
+    return *clones, run
+
+
+PIECE = [sys.executable, "-m", "pipelines.claims", "--profile", "smoke", "task", TASK]
+
+
+@pytest.mark.slow
+def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
+    a, b, run = _two_clones(tmp_path)
+    run(PIECE, a)
+    run([sys.executable, "scripts/park.py", "save", TASK], a)
     park.shutil.copytree(a / "claims" / "parked", b / "claims" / "parked")
-    out = run([sys.executable, "scripts/park.py", "restore", TASK], b, tmp_path / "b.db")
-    out += run(piece, b, tmp_path / "b.db")  # a fresh clone: a new MLflow store, which knows none of a's runs
+    out = run([sys.executable, "scripts/park.py", "restore", TASK], b)
+    out += run(PIECE, b)  # a fresh clone: a new MLflow store, which knows none of a's runs
     models = json.loads((a / "reports" / "claims" / "train" / TASK / "metrics.json").read_text())
     assert out.count("finished with the same settings, code and data") == len(models), out
     assert "start" not in "".join(line for line in out.splitlines() if line.startswith("[train"))
@@ -178,6 +196,108 @@ def test_train_keeps_the_restored_runs_and_evaluate_reads_them(tmp_path):
         for repo in (a, b)
     }
     assert {k: v["test_loss"] for k, v in tested["a"].items()} == {k: v["test_loss"] for k, v in tested["b"].items()}
+
+
+@pytest.mark.slow
+def test_a_piece_parked_evaluated_goes_on_in_a_fresh_clone_reading_each_run_once(tmp_path):
+    """The session ends mid-piece: park.py save --evaluate reads the test split with the finished runs and parks them
+    without checkpoints; the next session's clone restores them, trains the rest, and its evaluation keeps their
+    results: the piece's results are a whole piece's, and the log holds one read per run."""
+    a, b, run = _two_clones(tmp_path)
+    run(PIECE, a)
+    whole = json.loads((a / "reports" / "claims" / "evaluate" / TASK / "metrics.json").read_text())
+    log = a / "reports" / "test_reads.jsonl"
+    log.unlink()  # as if the piece had stopped before its evaluation, with its last run still training:
+    park.shutil.rmtree(park.evaluate_root(a, TASK))
+    late = sorted(whole)[-1]
+    park.shutil.rmtree(park.runs_root(a, TASK) / late)
+    out = run([sys.executable, "scripts/park.py", "save", TASK, "--evaluate", "--profile", "smoke"], a)
+    assert "python -m pipelines.evaluate --task clustering_direct --profile smoke --finished" in out, out
+    parked = a / "claims" / "parked" / TASK
+    assert sorted(json.loads((parked / "manifest.json").read_text())["runs"]) == sorted(set(whole) - {late})
+    assert not list(parked.rglob("best.pt"))
+    assert sorted(line["run"] for line in map(json.loads, log.read_text().splitlines())) == sorted(set(whole) - {late})
+
+    park.shutil.copytree(a / "claims" / "parked", b / "claims" / "parked")  # committed with the log's lines
+    (b / "reports").mkdir()
+    park.shutil.copy(log, b / "reports" / "test_reads.jsonl")
+    out = run([sys.executable, "scripts/park.py", "restore", TASK], b) + run(PIECE, b)
+    assert out.count("finished with the same settings, code and data") == len(whole) - 1, out
+    tested = json.loads((b / "reports" / "claims" / "evaluate" / TASK / "metrics.json").read_text())
+    assert list(tested) == list(whole)
+    assert {k: v["test_loss"] for k, v in tested.items()} == {k: v["test_loss"] for k, v in whole.items()}
+    lines = [json.loads(line) for line in (b / "reports" / "test_reads.jsonl").read_text().splitlines()]
+    assert sorted(line["run"] for line in lines) == sorted(whole)  # one read a run: the kept ones not read again
+
+
+def _evaluated(repo: Path, names: list[str]) -> Path:
+    """The work folder's evaluate report as ``pipelines.evaluate`` writes it for ``names``, each result naming the
+    checkpoint its run sealed."""
+    root = park.evaluate_root(repo, TASK)
+    (root / "items").mkdir(parents=True)
+    results = {}
+    for name in names:
+        results[name] = {"test_loss": 1.5, "best_sha256": park.sealed(park.runs_root(repo, TASK) / name)}
+        (root / "items" / f"{name}.npz").write_bytes(b"items")
+    (root / "metrics.json").write_text(json.dumps(results))
+    (root / "test_reads.json").write_text(json.dumps({"reads": [{"run": n} for n in names]}))
+    return root
+
+
+def test_evaluated_runs_are_parked_without_checkpoints_and_restored_with_their_results(tmp_path, monkeypatch):
+    """save --evaluate: the finished runs go without best.pt (their test results stand for them), with the evaluate
+    folder; restored, the results come back with them, checked against each run's sealed hash."""
+    a = _checkout(tmp_path / "a")
+    for name in ("hsw_small-seed0", "longformer-seed0", "hsw_small-seed1"):
+        _run(a, name)
+    _run(a, "hsw_small-seed2", hidden=True)  # in progress: starts again
+    calls = []
+
+    def evaluate(
+        task, repo, profile
+    ):  # stands for pipelines.evaluate --finished (tests/pipelines/test_evaluate_kept.py)
+        calls.append((task, repo, profile))
+        _evaluated(a, ["hsw_small-seed0", "longformer-seed0", "hsw_small-seed1"])
+        return 0
+
+    monkeypatch.setattr(park, "evaluate_finished", evaluate)
+    dest = park.save_evaluated(TASK, a)
+    assert calls == [(TASK, a, "claims")]
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["evaluated"] and sorted(manifest["runs"]) == [
+        "hsw_small-seed0",
+        "hsw_small-seed1",
+        "longformer-seed0",
+    ]
+    assert not list(dest.glob("*/best.pt")) and (dest / "hsw_small-seed0" / "summary.json").is_file()
+    assert (dest / park.EVALUATED / "items" / "hsw_small-seed1.npz").is_file()
+    assert "evaluated, without checkpoints" in park.show(TASK, a)
+
+    b = _checkout(tmp_path / "b")
+    park.shutil.copytree(a / "claims", b / "claims")
+    assert park.restore(TASK, b) == ["hsw_small-seed0", "hsw_small-seed1", "longformer-seed0"]
+    assert not list(park.runs_root(b, TASK).glob("*/best.pt"))
+    assert park.evaluated_runs(b, TASK) == [
+        park.runs_root(b, TASK) / n for n in json.loads((park.evaluate_root(b, TASK) / "metrics.json").read_text())
+    ]
+    with pytest.raises(SwarmlabError, match="have no best.pt .* park with --evaluate"):  # plain save would lose them
+        _run(b, "hsw_small-seed3")
+        park.save(TASK, b)
+
+    c = _checkout(tmp_path / "c")
+    results = json.loads((dest / park.EVALUATED / "metrics.json").read_text())
+    results["longformer-seed0"]["best_sha256"] = "0" * 64  # a result of another checkpoint
+    (dest / park.EVALUATED / "metrics.json").write_text(json.dumps(results))
+    with pytest.raises(
+        SwarmlabError, match="holds no result of the checkpoint .*longformer-seed0.* the parked copy changed"
+    ):
+        park.restore(TASK, c, parked_root=dest.parent)
+    assert not park.evaluate_root(c, TASK).exists()
+
+    monkeypatch.setattr(park, "evaluate_finished", lambda task, repo, profile: 2)
+    with pytest.raises(SwarmlabError, match="evaluating the finished runs of clustering_direct failed"):
+        park.save_evaluated(TASK, a)
+    assert json.loads((dest / "manifest.json").read_text()) == manifest  # what was parked stays
 
 
 def _grid_results(repo: Path, grid: str, statuses: dict) -> Path:

@@ -4,6 +4,7 @@ logged to the run's MLflow training run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from swarmlab.log import get_logger
 from swarmlab.paths import OUTPUTS_DIR, git_commit
 from swarmlab.drive.report.testsplit import write_items
 from swarmlab.drive.run_config import load_best, training_run_tracker
+from swarmlab.drive.runs import train_dir
 
 logger = get_logger(__name__)
 
@@ -41,7 +43,8 @@ def evaluate_one(
     scheduler gave it) are recorded in its entry."""
     name = run.name
     cfg = run.train
-    model = load_best(task, run, train_root)
+    model = load_best(task, run, train_root)  # checks best.pt against the SHA-256 its run.json sealed
+    sealed = json.loads((train_dir(task.key, name, train_root) / "run.json").read_text()).get("best_sha256")
     device = resolve_device(cfg.device)
     amp = resolve_amp(cfg.amp, device)
     if cfg.num_threads:  # as fit: the latency is measured with the threads the model trained with
@@ -72,6 +75,7 @@ def evaluate_one(
         "test_rows": len(test_ds),
         **meter.extras(),
         "git_commit": git_commit(),
+        "best_sha256": sealed,  # the checkpoint read: a run parked without it keeps this result (pipelines/evaluate.py)
         **({"resources": resources} if resources else {}),
     }
     plots = task.report(meter, plots_dir, title=name, name=name)
