@@ -148,15 +148,7 @@ def save(task: str, repo: Path, *, max_mb: float = MAX_MB) -> Path:
     dest = parked_dir(repo / PARKED, task, grid=False)
     manifest = manifest_for(repo, task=task, runs={})
     with atomic_dir(dest) as tmp:
-        for folder in runs:
-            (tmp / folder.name).mkdir(parents=True)
-            for name in FILES:
-                if (folder / name).is_file():
-                    shutil.copy2(folder / name, tmp / folder.name / name)
-            record = json.loads((folder / RUN_FILE).read_text())
-            manifest["runs"][folder.name] = {"mlflow_run_id": record.pop("run_id", None)}
-            (tmp / folder.name / RUN_FILE).write_text(json.dumps(record) + "\n")
-        atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        copy_runs(runs, FILES, tmp, manifest)
     return dest
 
 
@@ -220,16 +212,22 @@ def save_evaluated(task: str, repo: Path, *, profile: str = "claims", max_mb: fl
     manifest = manifest_for(repo, task=task, runs={}, evaluated=True)
     with atomic_dir(dest) as tmp:
         shutil.copytree(evaluated, tmp / EVALUATED, ignore=shutil.ignore_patterns(".*"))
-        for folder in runs:
-            (tmp / folder.name).mkdir()
-            for name in FILES[1:]:  # all but best.pt
-                if (folder / name).is_file():
-                    shutil.copy2(folder / name, tmp / folder.name / name)
-            record = json.loads((folder / RUN_FILE).read_text())
-            manifest["runs"][folder.name] = {"mlflow_run_id": record.pop("run_id", None)}
-            (tmp / folder.name / RUN_FILE).write_text(json.dumps(record) + "\n")
-        atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        copy_runs(runs, FILES[1:], tmp, manifest)  # all but best.pt
     return dest
+
+
+def copy_runs(runs: list[Path], files: tuple[str, ...], tmp: Path, manifest: dict) -> None:
+    """Copy ``files`` of each run folder into ``tmp/<run>``, the MLflow run id moved from its ``run.json`` into
+    ``manifest`` (it names a run of the store of this clone only), and write the manifest."""
+    for folder in runs:
+        (tmp / folder.name).mkdir()
+        for name in files:
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, tmp / folder.name / name)
+        record = json.loads((folder / RUN_FILE).read_text())
+        manifest["runs"][folder.name] = {"mlflow_run_id": record.pop("run_id", None)}
+        (tmp / folder.name / RUN_FILE).write_text(json.dumps(record) + "\n")
+    atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
 def load_manifest(parked: Path) -> dict:
