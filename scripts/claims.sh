@@ -13,8 +13,9 @@
 # Every name is checked first (one line, exit 2, nothing run). Results: reports/claims/ (committed, with
 # claims/dvc.lock). A killed piece resumes where it stopped. Without DVC: python -m pipelines.claims task <task>.
 # A task piece longer than a session: `python scripts/park.py save <task>` commits its finished runs to
-# claims/parked/<task> (`save <task> --evaluate` for runs too big for git: evaluated, without checkpoints); here they are restored first (in a checkout of the code that trained them, on a CPU of the
-# same class: else one line, exit 2), and dropped once the piece has finished. A grid resumes only from points this
+# claims/parked/<task> (`save <task> --evaluate` for runs too big for git: evaluated, without checkpoints); here
+# they are restored first (in a checkout of the code that trained them, on a CPU of the same class: else one line,
+# exit 2), and dropped once the piece has finished. A grid resumes only from points this
 # checkout's code and settings made, in this machine's precision (pipelines/ablate.py --resume): the others run again.
 # A grid longer than a session: `python scripts/park.py save --grid <grid>` commits its finished points to
 # claims/parked/grids/<grid>, restored and dropped here the same way (a point in progress starts again).

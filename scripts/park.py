@@ -84,6 +84,7 @@ MB = 1024 * 1024
 MAX_MB = 50.0  # what one save may add to git's history (an LRA Text HSW checkpoint is 22 MB: 5,704,348 fp32 params)
 FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # what a parked run keeps
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
+RECORDS = tuple(f for f in FILES if f != "best.pt")  # what a run parked evaluated keeps (save --evaluate)
 EVALUATED = "evaluate"  # claims/parked/<task>/evaluate: the evaluate folder of runs parked without their best.pt
 
 
@@ -179,7 +180,7 @@ def evaluated_runs(repo: Path, task: str) -> list[Path]:
         if isinstance(result, dict)
         and result.get("best_sha256")
         and sealed(root / name) == result["best_sha256"]
-        and all((root / name / f).is_file() for f in NEEDED if f != "best.pt")
+        and all((root / name / f).is_file() for f in NEEDED if f in RECORDS)
     ]
 
 
@@ -201,7 +202,7 @@ def save_evaluated(task: str, repo: Path, *, profile: str = "claims", max_mb: fl
     runs = evaluated_runs(repo, task)
     evaluated = evaluate_root(repo, task)
     size = sum(f.stat().st_size for f in evaluated.rglob("*") if f.is_file()) + sum(
-        (r / n).stat().st_size for r in runs for n in FILES[1:] if (r / n).is_file()
+        (r / n).stat().st_size for r in runs for n in RECORDS if (r / n).is_file()
     )
     if size > max_mb * MB:
         raise SwarmlabError(
@@ -212,7 +213,7 @@ def save_evaluated(task: str, repo: Path, *, profile: str = "claims", max_mb: fl
     manifest = manifest_for(repo, task=task, runs={}, evaluated=True)
     with atomic_dir(dest) as tmp:
         shutil.copytree(evaluated, tmp / EVALUATED, ignore=shutil.ignore_patterns(".*"))
-        copy_runs(runs, FILES[1:], tmp, manifest)  # all but best.pt
+        copy_runs(runs, RECORDS, tmp, manifest)
     return dest
 
 
