@@ -9,11 +9,15 @@ model step, and the engine's ``fit`` (each ``train.compile`` mode asked for).
   (their ``get_memory_usage``: process RSS and ``max_memory_allocated``).
 * **bare step**: ``create_model("swarmformer_small")`` (fast path) on batches already on the device:
   forward, cross-entropy, zero_grad, backward, clip, AdamW; nothing else. The floor ``fit`` is held to.
+  ``--bare-compile MODE``: the same with the model under ``torch.compile`` as ``fit`` compiles it (the loss,
+  clipping and AdamW eager), the floor of ``fit`` in that mode. ``--profile MODE``: after the table, the bare step
+  in that mode under ``torch.profiler``: host time by op, kernel launches and CUDA graph replays a step.
 * **fit**: ``swarmlab.engine.fit`` on a tokenized split in memory, timed by its own net-training
   clock over the second stretch of ``--steps`` steps (the first one pays for compilation and warm-up).
 * **evaluate** (``--eval-rows N``, 0 = off): the evaluate stage's own measurement
-  (``swarmlab.drive.evaluation.measure``: eval mode, no grad, batch ``--eval-batch``, the amp of the other rows) over N
-  synthetic reviews; its throughput (on CUDA the unsynchronised second pass). Not a training row: printed apart.
+  (``swarmlab.drive.evaluation.measure``: eval mode, no grad, each batch of ``--eval-batch``, the amp of the other
+  rows) over N synthetic reviews; its throughput (on CUDA the unsynchronised second pass). The stage runs eager;
+  ``--eval-compile`` adds rows with the model compiled, what compiling the stage would give. Printed apart.
 
 Data: random token ids (vocabulary 30,522, L=256, batch 48: the paper profile's shapes). Samples/s are
 medians over ``--rounds`` rounds, interleaved (authors, bare, fit, authors, ...) so that a noisy, shared
@@ -21,7 +25,8 @@ machine slows every row alike; the ratios are of medians from this one run.
 
     python benchmarks/engine_throughput.py [--device cpu|cuda|auto] [--steps 8] [--rounds 3]
                                            [--compile eager,default,reduce-overhead] [--threads 0]
-                                           [--eval-rows 0] [--eval-batch 256]
+                                           [--eval-rows 0] [--eval-batch 256[,1024]] [--eval-compile eager[,...]]
+                                           [--bare-compile MODE[,...]] [--profile MODE] [--profile-steps 20]
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from models import create_model
-from swarmlab.engine import TrainConfig, fit, make_optimizer, sync
+from swarmlab.engine import TrainConfig, compiled, fit, make_optimizer, sync
 from swarmlab.machine import describe_cpu
 from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer
 from tasks import get_task
@@ -92,24 +97,66 @@ def authors_loop(data: TokenizedTextDataset, steps: int, device: torch.device) -
     return done / (time.perf_counter() - t0)
 
 
-def bare_step(data: TokenizedTextDataset, steps: int, device: torch.device, cfg: TrainConfig) -> float:
-    """Samples/s of the model's train step alone on batches prepared beforehand on the device."""
+def bare_step(
+    data: TokenizedTextDataset, steps: int, device: torch.device, cfg: TrainConfig, profile_steps: int = 0
+) -> float:
+    """Samples/s of the model's train step alone on batches prepared beforehand on the device; the model run as
+    ``cfg.compile`` asks (``torch.compile`` of the model only, as ``fit`` does: the loss, clipping and AdamW stay
+    eager). ``profile_steps`` > 0: after the timed steps, that many more under ``torch.profiler``, whose tables
+    (host time by op; kernel launches and graph replays a step) are printed."""
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device).train()
+    net = compiled(model, cfg.compile)
     optimizer = make_optimizer(model, cfg, device)
-    batches = [data.to(device).get_batch(torch.arange(i * B, (i + 1) * B)) for i in range(steps + 2)]
-    for i, batch in enumerate(batches):
-        if i == 2:
-            sync(device)
-            t0 = time.perf_counter()
+    warm = 2 if cfg.compile == "eager" else 6  # compilation, then CUDA graph trees record on the second/third call
+    n = steps + warm + profile_steps
+    on_device = data.to(device)
+    batches = [on_device.get_batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(n)]
+
+    def step(batch):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp == "bf16"):
-            loss = F.cross_entropy(model(batch["input_ids"], batch["attention_mask"]).float(), batch["label"])
+            loss = F.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).float(), batch["label"])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+
+    for i, batch in enumerate(batches[: steps + warm]):
+        if i == warm:
+            sync(device)
+            t0 = time.perf_counter()
+        step(batch)
     sync(device)
-    return steps * B / (time.perf_counter() - t0)
+    rate = steps * B / (time.perf_counter() - t0)
+    if profile_steps:
+        profile(step, batches[steps + warm :], device, cfg.compile)
+    return rate
+
+
+def profile(step, batches, device: torch.device, mode: str) -> None:
+    """``step`` over ``batches`` under ``torch.profiler``: host time by op, and launches per step."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
+    t0 = time.perf_counter()
+    with torch_profile(activities=activities) as prof:
+        for batch in batches:
+            step(batch)
+        sync(device)
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    n = len(batches)
+    print(f"\nprofile: bare step, compile {mode}, {n} steps, {1000 * wall / n:.2f} ms a step under the profiler")
+    launches = {e.key: e.count for e in events if e.key in LAUNCH_CALLS}
+    print("per step: " + (", ".join(f"{k} {v / n:.1f}" for k, v in sorted(launches.items())) or "no launches recorded"))
+    print(events.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
+    if device.type == "cuda":
+        print(events.table(sort_by="self_cuda_time_total", row_limit=15, max_name_column_width=60))
+
+
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 
 
 def engine_fit(data: TokenizedTextDataset, val: TokenizedTextDataset, steps: int, cfg: TrainConfig) -> float:
@@ -121,15 +168,23 @@ def engine_fit(data: TokenizedTextDataset, val: TokenizedTextDataset, steps: int
     return result.history[-1]["train_samples_per_s"]
 
 
-def evaluate_rate(rows: int, batch_size: int, device: torch.device, amp: bool) -> float:
-    """Samples/s of the evaluate stage's measurement pass over ``rows`` synthetic reviews."""
+def evaluate_rate(rows: int, batch_size: int, device: torch.device, amp: bool, mode: str = "eager") -> float:
+    """Samples/s of the evaluate stage's measurement pass over ``rows`` synthetic reviews; the model run as
+    ``mode`` asks (the stage itself runs eager: a compiled row measures what compiling it would give)."""
     from swarmlab.drive.evaluation.measure import measure
 
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device)
     data = synthetic(rows, 2).to(device)
+    warm = 2 if mode == "eager" else 4  # compilation, then the CUDA graph's recording
     _, _, speed = measure(
-        model, get_task("imdb"), data, batch_size=batch_size, warmup_batches=2, device=device, amp=amp
+        compiled(model, mode),
+        get_task("imdb"),
+        data,
+        batch_size=batch_size,
+        warmup_batches=warm,
+        device=device,
+        amp=amp,
     )
     return speed["throughput_samples_per_s"]
 
@@ -146,11 +201,45 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--amp", default="auto", help="fit's and the bare step's amp: fp32, bf16 or auto (default)")
-    parser.add_argument("--eval-rows", type=int, default=0, help="reviews for the evaluate row (default 0: no row)")
-    parser.add_argument("--eval-batch", type=int, default=256, help="the evaluate row's batch size (default 256)")
+    parser.add_argument("--eval-rows", type=int, default=0, help="reviews for the evaluate rows (default 0: no row)")
+    parser.add_argument(
+        "--eval-batch", default="256", help="comma-separated batch sizes of the evaluate rows (default 256)"
+    )
+    parser.add_argument(
+        "--eval-compile",
+        default="eager",
+        help="comma-separated compile modes of the evaluate rows (default eager, the evaluate stage's own)",
+    )
+    parser.add_argument(
+        "--bare-compile",
+        default="",
+        help="comma-separated compile modes of extra bare-step rows (the model compiled, the rest eager; default none)",
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        help="after the table, profile the bare step compiled this way (eager, default, reduce-overhead; default off)",
+    )
+    parser.add_argument("--profile-steps", type=int, default=20, help="steps under the profiler (default 20)")
     args = parser.parse_args(argv)
-    if args.eval_rows < 0 or args.eval_batch < 1:
-        parser.error("--eval-rows must be >= 0 and --eval-batch >= 1")
+    known = ("eager", "default", "reduce-overhead")
+    try:
+        eval_batches = [int(b) for b in args.eval_batch.split(",")]
+    except ValueError:
+        parser.error(f"--eval-batch must be comma-separated integers, not {args.eval_batch!r}")
+    modes = args.compile.split(",")
+    eval_modes = args.eval_compile.split(",")
+    bare_modes = [m for m in args.bare_compile.split(",") if m]
+    for name, values in (
+        ("--compile", modes),
+        ("--eval-compile", eval_modes),
+        ("--bare-compile", bare_modes),
+        ("--profile", [args.profile] if args.profile else []),
+    ):
+        if unknown := [m for m in values if m not in known]:
+            parser.error(f"{name}: unknown mode(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.eval_rows < 0 or min(eval_batches) < 1 or args.rounds < 1 or args.steps < 1 or args.profile_steps < 1:
+        parser.error("--eval-rows must be >= 0; --eval-batch, --rounds, --steps and --profile-steps >= 1")
     device = torch.device(
         "cuda"
         if args.device == "auto" and torch.cuda.is_available()
@@ -163,7 +252,6 @@ def main(argv=None) -> None:
     from swarmlab.engine import resolve_amp
 
     amp = "bf16" if resolve_amp(args.amp, device) else "fp32"
-    modes = args.compile.split(",")
     data = synthetic(B * (2 * args.steps + 2), 0)
     val = synthetic(B, 1)
     base = dict(
@@ -185,17 +273,25 @@ def main(argv=None) -> None:
         f"{torch.get_num_threads()} threads, amp {amp}, {args.steps} steps x {args.rounds} rounds",
         flush=True,
     )
-    rows: dict[str, list[float]] = {AUTHORS: [], "bare step": [], **{f"fit, compile {m}": [] for m in modes}}
+    rows: dict[str, list[float]] = {
+        AUTHORS: [],
+        "bare step": [],
+        **{f"bare step, compile {m}": [] for m in bare_modes},
+        **{f"fit, compile {m}": [] for m in modes},
+    }
     for r in range(args.rounds):
         rows[AUTHORS].append(authors_loop(data, args.steps, device))
         rows["bare step"].append(bare_step(data, args.steps, device, TrainConfig(**base)))
+        for m in bare_modes:
+            rows[f"bare step, compile {m}"].append(bare_step(data, args.steps, device, TrainConfig(**base, compile=m)))
         for m in modes:
             rows[f"fit, compile {m}"].append(engine_fit(data, val, args.steps, TrainConfig(**base, compile=m)))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items()), flush=True)
-    evals = [
-        evaluate_rate(args.eval_rows, args.eval_batch, device, amp == "bf16")
-        for _ in range(args.rounds * bool(args.eval_rows))
-    ]
+    evals = {
+        (b, m): [evaluate_rate(args.eval_rows, b, device, amp == "bf16", m) for _ in range(args.rounds)]
+        for b in (eval_batches if args.eval_rows else [])
+        for m in eval_modes
+    }
     med = {k: statistics.median(v) for k, v in rows.items()}
     print("\n| row | samples/s (median) | x authors' loop | x bare step |\n|---|---:|---:|---:|")
     for k, v in med.items():
@@ -208,11 +304,15 @@ def main(argv=None) -> None:
         )
     if evals:
         print(
-            f"\nevaluate (swarmlab.drive.evaluation.measure, batch {args.eval_batch}, {args.eval_rows} reviews): "
-            f"{statistics.median(evals):,.0f} samples/s (median of {len(evals)}: "
-            + ", ".join(f"{e:,.0f}" for e in evals)
-            + ")"
+            f"\n| evaluate (swarmlab.drive.evaluation.measure, {args.eval_rows} reviews) | samples/s (median) | rounds |"
+            "\n|---|---:|---|"
         )
+        for (b, m), v in evals.items():
+            print(
+                f"| batch {b}, compile {m} | {statistics.median(v):,.0f} | " + ", ".join(f"{e:,.0f}" for e in v) + " |"
+            )
+    if args.profile:
+        bare_step(data, args.steps, device, TrainConfig(**base, compile=args.profile), profile_steps=args.profile_steps)
 
 
 if __name__ == "__main__":
