@@ -106,6 +106,7 @@ def bare_step(
     (host time by op; kernel launches and graph replays a step) are printed."""
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device).train()
+    start = torch.cat([p.detach().flatten().float() for p in model.parameters()])
     net = compiled(model, cfg.compile)
     optimizer = make_optimizer(model, cfg, device)
     warm = 2 if cfg.compile == "eager" else 6  # compilation, then CUDA graph trees record on the second/third call
@@ -128,8 +129,70 @@ def bare_step(
         step(batch)
     sync(device)
     rate = steps * B / (time.perf_counter() - t0)
+    if cfg.compile == "eager" and not profile_steps and device.type == "cuda":
+        drift = torch.cat([p.detach().flatten().float() for p in model.parameters()]).sub_(start).norm().item()
+        print(f"  bare step, compile eager: parameter drift {drift:.3f}")
     if profile_steps:
         profile(step, batches[steps + warm :], device, cfg.compile)
+    return rate
+
+
+def graphed_step(data: TokenizedTextDataset, steps: int, device: torch.device, cfg: TrainConfig) -> float:
+    """Samples/s of the bare step captured whole in one ``torch.cuda.CUDAGraph`` (forward, loss, backward, clip,
+    fused capturable AdamW), replayed once a step after the batch is copied into its static inputs; the model
+    compiled as ``cfg.compile`` asks (``default``: inductor's fused kernels, no CUDA graphs of its own). Not what
+    ``fit`` does (the engine runs the optimizer eagerly): what capturing the whole step would give. Prints the
+    parameters' drift from their start, beside the plain bare step's, as a check that the replays train."""
+    torch.manual_seed(0)
+    model = create_model("swarmformer_small").to(device).train()
+    start = torch.cat([p.detach().flatten().float() for p in model.parameters()])
+    net = compiled(model, cfg.compile)
+    groups = make_optimizer(model, cfg, device).param_groups
+    optimizer = torch.optim.AdamW(
+        [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
+        lr=cfg.lr,
+        fused=True,
+        capturable=True,
+    )
+    on_device = data.to(device)
+    batches = [on_device.get_batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(steps + 3)]
+    static = {k: v.clone() for k, v in batches[0].items() if torch.is_tensor(v)}
+
+    def step():
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp == "bf16", cache_enabled=False):
+            loss = F.cross_entropy(net(static["input_ids"], static["attention_mask"]).float(), static["label"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream: compilation, allocator, the optimizer's state
+        for batch in batches[:3]:
+            for k in static:
+                static[k].copy_(batch[k])
+            optimizer.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = step()
+    losses = torch.zeros((), device=device)
+    sync(device)
+    t0 = time.perf_counter()
+    for batch in batches[3:]:
+        for k in static:
+            static[k].copy_(batch[k], non_blocking=True)
+        graph.replay()
+        losses += static_loss.detach()
+    sync(device)
+    rate = steps * B / (time.perf_counter() - t0)
+    drift = torch.cat([p.detach().flatten().float() for p in model.parameters()]).sub_(start).norm().item()
+    print(
+        f"  whole-step graph, compile {cfg.compile}: mean loss {losses.item() / steps:.4f}, parameter drift {drift:.3f}"
+    )
     return rate
 
 
@@ -216,6 +279,11 @@ def main(argv=None) -> None:
         help="comma-separated compile modes of extra bare-step rows (the model compiled, the rest eager; default none)",
     )
     parser.add_argument(
+        "--graph-compile",
+        default="",
+        help="comma-separated compile modes of rows with the whole step in one CUDA graph (eager, default; CUDA only)",
+    )
+    parser.add_argument(
         "--profile",
         default="",
         help="after the table, profile the bare step compiled this way (eager, default, reduce-overhead; default off)",
@@ -230,10 +298,12 @@ def main(argv=None) -> None:
     modes = args.compile.split(",")
     eval_modes = args.eval_compile.split(",")
     bare_modes = [m for m in args.bare_compile.split(",") if m]
+    graph_modes = [m for m in args.graph_compile.split(",") if m]
     for name, values in (
         ("--compile", modes),
         ("--eval-compile", eval_modes),
         ("--bare-compile", bare_modes),
+        ("--graph-compile", graph_modes),
         ("--profile", [args.profile] if args.profile else []),
     ):
         if unknown := [m for m in values if m not in known]:
@@ -247,6 +317,8 @@ def main(argv=None) -> None:
         if args.device == "auto"
         else args.device
     )
+    if graph_modes and device.type != "cuda":
+        parser.error("--graph-compile needs --device cuda (CUDA graphs)")
     if args.threads:
         torch.set_num_threads(args.threads)
     from swarmlab.engine import resolve_amp
@@ -277,6 +349,7 @@ def main(argv=None) -> None:
         AUTHORS: [],
         "bare step": [],
         **{f"bare step, compile {m}": [] for m in bare_modes},
+        **{f"whole step in one CUDA graph, compile {m}": [] for m in graph_modes},
         **{f"fit, compile {m}": [] for m in modes},
     }
     for r in range(args.rounds):
@@ -284,6 +357,9 @@ def main(argv=None) -> None:
         rows["bare step"].append(bare_step(data, args.steps, device, TrainConfig(**base)))
         for m in bare_modes:
             rows[f"bare step, compile {m}"].append(bare_step(data, args.steps, device, TrainConfig(**base, compile=m)))
+        for m in graph_modes:
+            key = f"whole step in one CUDA graph, compile {m}"
+            rows[key].append(graphed_step(data, args.steps, device, TrainConfig(**base, compile=m)))
         for m in modes:
             rows[f"fit, compile {m}"].append(engine_fit(data, val, args.steps, TrainConfig(**base, compile=m)))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items()), flush=True)
