@@ -36,6 +36,7 @@ import resource
 import statistics
 import tempfile
 import time
+import traceback
 
 import torch
 import torch.nn as nn
@@ -357,9 +358,15 @@ def main(argv=None) -> None:
         rows["bare step"].append(bare_step(data, args.steps, device, TrainConfig(**base)))
         for m in bare_modes:
             rows[f"bare step, compile {m}"].append(bare_step(data, args.steps, device, TrainConfig(**base, compile=m)))
-        for m in graph_modes:
+        for m in list(graph_modes):
             key = f"whole step in one CUDA graph, compile {m}"
-            rows[key].append(graphed_step(data, args.steps, device, TrainConfig(**base, compile=m)))
+            try:
+                rows[key].append(graphed_step(data, args.steps, device, TrainConfig(**base, compile=m)))
+            except Exception:  # a capture that fails is reported and its row dropped; the other rows go on
+                traceback.print_exc()
+                print(f"  {key}: failed (above); row dropped", flush=True)
+                graph_modes.remove(m)
+                del rows[key]
         for m in modes:
             rows[f"fit, compile {m}"].append(engine_fit(data, val, args.steps, TrainConfig(**base, compile=m)))
         print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items()), flush=True)
