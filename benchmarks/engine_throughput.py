@@ -261,7 +261,8 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--compile",
         default="eager",
-        help="comma-separated train.compile modes for the fit rows (eager, default, reduce-overhead; default: eager)",
+        help="comma-separated train.compile modes for the fit rows (eager, default, reduce-overhead, graph; "
+        "default: eager)",
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--amp", default="auto", help="fit's and the bare step's amp: fp32, bf16 or auto (default)")
@@ -291,7 +292,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--profile-steps", type=int, default=20, help="steps under the profiler (default 20)")
     args = parser.parse_args(argv)
-    known = ("eager", "default", "reduce-overhead")
+    known = ("eager", "default", "reduce-overhead", "graph")
     try:
         eval_batches = [int(b) for b in args.eval_batch.split(",")]
     except ValueError:

@@ -9,7 +9,7 @@ from swarmlab.settings import MAX_SEED, SettingsError, check, setting
 
 AMP_CHOICES = ("fp32", "bf16", "auto")
 # "eager" = no torch.compile. Not "off": YAML 1.1 reads a bare `off` as false, and `dvc exp run -S` writes values bare.
-COMPILE_CHOICES = ("eager", "default", "reduce-overhead")
+COMPILE_CHOICES = ("eager", "default", "reduce-overhead", "graph")
 PLATEAU_CHOICES = ("stop", "backtrack")
 OPTIMIZER_CHOICES = ("adamw", "adam")
 
@@ -50,7 +50,8 @@ class TrainConfig:
     # other CPUs autocast emulates it and a SwarmFormer-Small train step ran ~10x slower than in fp32.
     # True / False mean "bf16" / "fp32".
     amp: bool | str = setting("fp32", roles=("budget",))
-    # torch.compile: eager (none) | default | reduce-overhead
+    # torch.compile: eager (none) | default | reduce-overhead | graph (the whole step in one CUDA graph, CUDA only:
+    # swarmlab.engine.graphstep)
     compile: str = setting("eager", choices=COMPILE_CHOICES, roles=("resumable",))
     max_batches_per_epoch: int = setting(0, ge=0)  # cap on training batches per epoch; 0 = the whole split
     # net training seconds (no validation, checkpoints, logging); 0 = off

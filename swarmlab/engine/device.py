@@ -69,8 +69,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def autocast(device: torch.device, enabled: bool):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+def autocast(device: torch.device, enabled: bool, cache: bool = True):
+    """bf16 autocast on ``device`` when ``enabled``; ``cache`` off while a CUDA graph captures (PyTorch's rule)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled, cache_enabled=cache)
 
 
 def compiled(model: nn.Module, mode: str) -> nn.Module:

@@ -24,6 +24,7 @@ from swarmlab.engine.checkpoint import BEST, CHECKPOINT, restore, save, save_che
 from swarmlab.engine.config import TrainConfig
 from swarmlab.engine.device import autocast, compiled, on_device, resolve_amp, resolve_device, sync, to_device
 from swarmlab.engine.evaluation import evaluate
+from swarmlab.engine.graphstep import GraphStep, plain_lr, set_lr
 from swarmlab.engine.optim import lr_multiplier, make_optimizer
 from swarmlab.engine.plan import check_plan, epoch_plan, planned_steps
 from swarmlab.engine.state import Loop, Progress, TrainState
@@ -150,7 +151,9 @@ class _Fit:
         self.amp = resolve_amp(cfg.amp, device)
         model.to(device)
         self.optimizer = make_optimizer(model, cfg, device)
-        self.net = compiled(model, cfg.compile)
+        # graph: inductor's kernels inside one CUDA graph of the whole step (swarmlab.engine.graphstep)
+        self.net = compiled(model, "default" if cfg.compile == "graph" else cfg.compile)
+        self.graph = GraphStep(self._compute, self.optimizer, device) if cfg.compile == "graph" else None
         self.num_params = sum(p.numel() for p in model.parameters())
         self.callbacks = [
             *default_callbacks(cfg),
@@ -171,6 +174,10 @@ class _Fit:
             )
         else:
             self.tracker.log_params({"train": asdict(cfg), "num_params": self.num_params, "bf16_autocast": self.amp})
+        if self.graph is not None:
+            self.graph.check()  # device-tensor learning rates, capturable groups (a resumed state included)
+        else:
+            plain_lr(self.optimizer, device)  # a graph run's checkpoint resumed without graphs
         self.loop = Loop(
             model=model,
             optimizer=self.optimizer,
@@ -211,17 +218,13 @@ class _Fit:
         batch = to_device(batch, self.device)
         new_lr = cfg.lr * p.lr_scale * self.schedule(p.step)
         if new_lr != loop.lr:
-            for group in optimizer.param_groups:
-                group["lr"] = new_lr
+            set_lr(optimizer, new_lr)
             loop.lr = new_lr
-        with autocast(self.device, self.amp):
-            out = self.task.forward(self.net, batch)
-            loss = self.task.loss(out, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-        optimizer.step()
+        if self.graph is not None:
+            out, loss = self.graph.step(batch)
+        else:
+            optimizer.zero_grad(set_to_none=True)
+            out, loss = self._compute(batch)
         self.loss_sum += loss.detach().float()  # on the device: NaN/inf show up in the sum, read only at checks
         if self.stride_sum is not None:
             self.stride_sum += loss.detach().float()
@@ -250,6 +253,18 @@ class _Fit:
                 epoch_end, self.plan = True, None
                 p.epoch, p.pos = p.epoch + 1, 0
         return epoch_end
+
+    def _compute(self, batch, autocast_cache: bool = True):
+        """Forward and loss under autocast, backward, clipping, the optimizer step: ``(out, loss)``. The gradients
+        must be zeroed (or None) before. ``autocast_cache`` off while a CUDA graph captures it (PyTorch's rule)."""
+        with autocast(self.device, self.amp, autocast_cache):
+            out = self.task.forward(self.net, batch)
+            loss = self.task.loss(out, batch)
+        loss.backward()
+        if self.cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        return out, loss
 
     def limit(self, epoch_end: bool) -> str:
         """Why the run ends after this step (a limit, or a callback's ``on_step_end``), or ""."""
@@ -328,6 +343,8 @@ class _Fit:
         for cb in self.callbacks:
             if cb.on_checkpoint(state) and not p.stopped:
                 p.stopped = "callback"
+        if self.graph is not None:
+            self.graph.check()  # a callback that reloaded the optimizer's state: capture again
         self.meter, self.rows = task.new_metrics(), 0
         self.model.train()
         loop.t0 = time.perf_counter()
@@ -397,5 +414,5 @@ class _Fit:
             train_time_s=p.train_time_s,
             steps=p.step,
             backtracks=p.backtracks,
-            extra={"bf16_autocast": self.amp},
+            extra={"bf16_autocast": self.amp, **(self.graph.counts() if self.graph is not None else {})},
         )

@@ -226,7 +226,7 @@ def test_amp_auto_follows_native_bf16_and_bad_values_are_refused(monkeypatch, tm
         ({"patience": -1}, "patience must be >= 0, got -1"),
         ({"batch_size": 1.5}, "batch_size must be an int >= 1, got float 1.5"),
         ({"plateau": "wait"}, "plateau must be one of stop, backtrack, got 'wait'"),
-        ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead, got 'max'"),
+        ({"compile": "max"}, "compile must be one of eager, default, reduce-overhead, graph, got 'max'"),
         ({"max_epochs": 0}, "training would never end"),
         ({"backtrack_alpha": 1.5}, "backtrack_alpha must be > 0 and <= 1, got 1.5"),
         ({"max_steps": -1}, "max_steps must be >= 0, got -1"),
