@@ -69,7 +69,9 @@ def _shape(batch: dict) -> tuple:
 class GraphStep:
     """The captured train step of one ``fit``. ``step(batch)`` returns ``(out, loss)``, as the eager step does;
     ``compute(batch, cache)`` is that step run eagerly (forward and loss under autocast, backward, clipping, the
-    optimizer), which the warm-up and the capture call."""
+    optimizer), which the warm-up and the capture call. Every call passes ``cache=False``, the autocast cache the
+    capture needs off: Dynamo guards on it, so a warm-up with it on would make the capture recompile the model, and
+    compiling inside a capture invalidates it (seen on an H200: cudaErrorStreamCaptureInvalidated)."""
 
     def __init__(self, compute: Callable, optimizer: torch.optim.Optimizer, device: torch.device):
         if device.type != "cuda":
@@ -96,7 +98,7 @@ class GraphStep:
         if shape != self.shape:  # another shape than the graph's: eager, on the default stream
             self.eager_steps += 1
             self.optimizer.zero_grad(set_to_none=True)
-            return self.compute(batch, True)
+            return self.compute(batch, False)
         if self.warm < WARMUP:
             self.warm += 1
             self.eager_steps += 1
@@ -112,7 +114,7 @@ class GraphStep:
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             self.optimizer.zero_grad(set_to_none=True)
-            out, loss = self.compute(batch, True)
+            out, loss = self.compute(batch, False)
         torch.cuda.current_stream(self.device).wait_stream(side)
         return out, loss
 

@@ -2,7 +2,7 @@
 # train.compile graph (swarmlab/engine/graphstep.py) on a lent GPU machine: its tests (the captured step against the
 # eager one, fresh dropout per replay, a recapture after the optimizer's state is reloaded, fit against compile
 # default and a resumed run), fit's throughput beside reduce-overhead (engine_throughput.py), and the paper
-# profile's SwarmFormer-Small in graph mode, 3 seeds x 3 epochs (validation only, no test split read).
+# profile's SwarmFormer-Small in graph mode, seeds $SEEDS (default 0,1,2) x 3 epochs (validation only, no test split read).
 # The machine has no pytest: its pure-Python wheels travel in gpu_wheels/ (carried) and are unpacked onto the path.
 # Usage: reports/side/engine_gpu/graph_mode/run_gpu.sh OUT COMMIT
 set -u -o pipefail
@@ -15,14 +15,14 @@ mkdir -p "$OUT" "$SWARMLAB_WORKDIR/data" /tmp/wheels
 $PY -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/wheels') for w in glob.glob('gpu_wheels/*.whl')]"
 export PYTHONPATH="$PWD:/tmp/wheels${PYTHONPATH:+:$PYTHONPATH}"
 PARAMS=$OUT/params_paper_small_graph.yaml
-$PY - "$PARAMS" <<'PY' || exit 2
+$PY - "$PARAMS" "${SEEDS:-0,1,2}" <<'PY' || exit 2
 import sys, yaml
 p = yaml.safe_load(open("params.yaml"))
 p["profile"] = "paper"
 paper = p["profiles"]["paper"]
 paper["tokenize"]["seq_len"] = 256
 paper["tasks"]["imdb"]["models"] = ["swarmformer_small"]
-paper["tasks"]["imdb"]["seeds"] = [0, 1, 2]
+paper["tasks"]["imdb"]["seeds"] = [int(x) for x in sys.argv[2].split(",")]
 paper["train"]["max_epochs"] = 3
 paper["train"]["compile"] = "graph"
 yaml.safe_dump(p, open(sys.argv[1], "w"), sort_keys=False)
