@@ -48,15 +48,17 @@ def rng_state(device: torch.device) -> dict:
 
 
 def set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
+    """Every RNG from a checkpoint; its tensors may have been loaded onto the GPU (``map_location``), and the
+    generators take their states on the CPU (a CUDA resume failed on "RNG state must be a torch.ByteTensor")."""
+    torch.set_rng_state(state["torch"].cpu())
     if "numpy" in state:
         kind, keys, pos, has_gauss, cached = state["numpy"]
-        np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+        np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
     if "random" in state:
         version, internal, gauss = state["random"]
         random.setstate((version, tuple(internal), gauss))
     if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
 
 
 def write_history(path: Path, history: list[dict]) -> None:
