@@ -50,7 +50,6 @@ Nothing here is a stage's code: parking changes no fingerprint and no DVC depend
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -62,7 +61,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from swarmlab.drive.records import CODE_DIRS, CODE_SUFFIXES, RUN_FILE, SUMMARY, _hash_tree  # noqa: E402
+from swarmlab.drive.records import CODE_DIRS, RUN_FILE, SUMMARY, tree_code_hash  # noqa: E402, F401 (CODE_DIRS: the tests)
 from swarmlab.errors import SwarmlabError, cli  # noqa: E402
 from swarmlab.integrity import file_sha256  # noqa: E402
 from swarmlab.io import atomic_dir, atomic_write_text  # noqa: E402
@@ -90,11 +89,7 @@ EVALUATED = "evaluate"  # claims/parked/<task>/evaluate: the evaluate folder of 
 
 def code_hash(repo: Path) -> str:
     """The train fingerprint's code hash (swarmlab/drive/records.py) of the checkout ``repo``."""
-    h = hashlib.sha256()
-    for name in CODE_DIRS:
-        if (repo / name).is_dir():
-            _hash_tree(h, repo / name, CODE_SUFFIXES)
-    return h.hexdigest()
+    return tree_code_hash(repo)
 
 
 def cpu_class() -> list[str]:

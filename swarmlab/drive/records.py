@@ -28,30 +28,42 @@ from swarmlab.paths import REPO_ROOT
 
 CODE_DIRS = ("pipelines", "models", "tasks", "swarmlab")  # the code deps of train@<task> in dvc.yaml
 CODE_SUFFIXES = (".py", ".yaml")
+# what no train or ablate stage imports (dvc.yaml's generated deps): the report's code and its claims and amendments
+# texts, whose edits must not make every trained run's fingerprint stale
+CODE_EXCLUDED = ("swarmlab/drive/report",)
 SUMMARY = "summary.json"  # the run's metrics entry, written inside the run folder before it is renamed into place
 RUN_FILE = "run.json"  # the MLflow run id, model, task, seed and fingerprint
 
 
-def _hash_tree(h, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
+def _hash_tree(h, root: Path, suffixes: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()) -> None:
+    """Each file's path (from ``root``'s parent) and content into ``h``; ``exclude``: folders, from that parent."""
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for path in files:
         if suffixes and path.suffix not in suffixes:
             continue
         if "__pycache__" in path.parts:
             continue
+        if any(path.relative_to(root.parent).is_relative_to(x) for x in exclude):
+            continue
         h.update(str(path.relative_to(root.parent)).encode() + b"\0")
         with open(path, "rb") as f:
             h.update(hashlib.file_digest(f, "sha256").digest())
 
 
-@functools.lru_cache(maxsize=1)
-def code_hash() -> str:
-    """sha256 of the code the train stage depends on (one pass over a few hundred small files: milliseconds)."""
+def tree_code_hash(repo: Path) -> str:
+    """sha256 of the code the train stage depends on in the checkout ``repo``: CODE_DIRS' .py and .yaml files, less
+    CODE_EXCLUDED (one pass over a few hundred small files: milliseconds)."""
     h = hashlib.sha256()
     for name in CODE_DIRS:
-        if (REPO_ROOT / name).is_dir():
-            _hash_tree(h, REPO_ROOT / name, CODE_SUFFIXES)
+        if (repo / name).is_dir():
+            _hash_tree(h, repo / name, CODE_SUFFIXES, CODE_EXCLUDED)
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """``tree_code_hash`` of this checkout."""
+    return tree_code_hash(REPO_ROOT)
 
 
 def data_paths(task) -> list[Path]:

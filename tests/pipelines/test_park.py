@@ -364,3 +364,18 @@ def test_a_grid_restore_refuses_other_code_another_cpu_class_and_a_changed_copy(
     with pytest.raises(SwarmlabError, match="the parked copy changed"):
         park.restore_grid("cluster_size", c, parked_root=dest.parent.parent, any_cpu=True)
     assert not park.grid_root(c, "cluster_size").exists()
+
+
+def test_the_code_hash_leaves_out_the_report_code_and_texts(tmp_path):
+    """Editing the report's code or its claims and amendments texts leaves every trained run's fingerprint current;
+    editing the training code does not."""
+    repo = _checkout(tmp_path / "repo")
+    report = repo / "swarmlab" / "drive" / "report"
+    report.mkdir(parents=True)
+    (report / "amendments.yaml").write_text("- id: A1\n")
+    before = park.code_hash(repo)
+    (report / "amendments.yaml").write_text("- id: A1\n  after: seen\n")
+    (report / "ledger.py").write_text("# new\n")
+    assert park.code_hash(repo) == before
+    (repo / "swarmlab" / "drive" / "reporting.py").write_text("# not the report package\n")
+    assert park.code_hash(repo) != before
