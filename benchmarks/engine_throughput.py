@@ -141,9 +141,9 @@ def bare_step(
 def graphed_step(data: TokenizedTextDataset, steps: int, device: torch.device, cfg: TrainConfig) -> float:
     """Samples/s of the bare step captured whole in one ``torch.cuda.CUDAGraph`` (forward, loss, backward, clip,
     fused capturable AdamW), replayed once a step after the batch is copied into its static inputs; the model
-    compiled as ``cfg.compile`` asks (``default``: inductor's fused kernels, no CUDA graphs of its own). Not what
-    ``fit`` does (the engine runs the optimizer eagerly): what capturing the whole step would give. Prints the
-    parameters' drift from their start, beside the plain bare step's, as a check that the replays train."""
+    compiled as ``cfg.compile`` asks (``default``: inductor's fused kernels, no CUDA graphs of its own). What
+    ``fit``'s ``compile: graph`` does inside the engine (swarmlab/engine/graphstep.py), without the engine around it.
+    Prints the parameters' drift from their start, beside the plain bare step's, as a check that the replays train."""
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device).train()
     start = torch.cat([p.detach().flatten().float() for p in model.parameters()])
