@@ -61,7 +61,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from swarmlab.drive.records import CODE_DIRS, RUN_FILE, SUMMARY, tree_code_hash  # noqa: E402, F401 (CODE_DIRS: the tests)
+from swarmlab.drive.records import RUN_FILE, SUMMARY, tree_code_hash  # noqa: E402
 from swarmlab.errors import SwarmlabError, cli  # noqa: E402
 from swarmlab.integrity import file_sha256  # noqa: E402
 from swarmlab.io import atomic_dir, atomic_write_text  # noqa: E402
@@ -85,11 +85,6 @@ FILES = ("best.pt", RUN_FILE, SUMMARY, "history.csv", "training_curve.png")  # w
 NEEDED = ("best.pt", RUN_FILE, SUMMARY, "history.csv")
 RECORDS = tuple(f for f in FILES if f != "best.pt")  # what a run parked evaluated keeps (save --evaluate)
 EVALUATED = "evaluate"  # claims/parked/<task>/evaluate: the evaluate folder of runs parked without their best.pt
-
-
-def code_hash(repo: Path) -> str:
-    """The train fingerprint's code hash (swarmlab/drive/records.py) of the checkout ``repo``."""
-    return tree_code_hash(repo)
 
 
 def cpu_class() -> list[str]:
@@ -292,7 +287,7 @@ def manifest_for(repo: Path, **what) -> dict:
     return {
         **what,
         "commit": commit(repo),
-        "code_hash": code_hash(repo),
+        "code_hash": tree_code_hash(repo),
         "cpu": describe_cpu(),
         "cpu_class": cpu_class(),
         "parked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -316,7 +311,7 @@ def save_grid(grid: str, repo: Path) -> Path:
 def check_here(parked: Path, manifest: dict, repo: Path, what: str, restore_args: str, any_cpu: bool) -> None:
     """Refuse, in one line, a checkout whose code differs from the code that made the parked ``what`` (naming the
     restore to run in a checkout of that code: ``restore_args``), and a CPU of another class (unless ``any_cpu``)."""
-    if manifest.get("code_hash") != code_hash(repo):
+    if manifest.get("code_hash") != tree_code_hash(repo):
         raise SwarmlabError(
             f"the {what} parked in {parked} were made at commit {manifest.get('commit')}, whose code differs from "
             f"{repo}'s: they would run again. Continue in a checkout of that commit: git worktree add "

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scripts import park
+from swarmlab.drive.records import CODE_DIRS, tree_code_hash
 from swarmlab.errors import SwarmlabError
 from swarmlab.integrity import file_sha256
 
@@ -20,7 +21,7 @@ TASK = "clustering_direct"
 
 
 def _checkout(root: Path) -> Path:
-    for name in park.CODE_DIRS:
+    for name in CODE_DIRS:
         (root / name).mkdir(parents=True)
         (root / name / "code.py").write_text(f"# {name}\n")
     (root / "params.yaml").write_text("profile: cpu\n")
@@ -50,7 +51,7 @@ def test_finished_runs_are_parked_and_restored_in_a_fresh_checkout(tmp_path):
     manifest = json.loads((dest / "manifest.json").read_text())
     assert sorted(manifest["runs"]) == ["lstm-seed0", "swarm-seed0"]
     assert manifest["runs"]["swarm-seed0"]["mlflow_run_id"] == "mlflow-swarm-seed0"
-    assert manifest["code_hash"] == park.code_hash(a) and manifest["cpu_class"] == park.cpu_class()
+    assert manifest["code_hash"] == tree_code_hash(a) and manifest["cpu_class"] == park.cpu_class()
     assert not (dest / "swarm-seed0" / "last.pt").exists() and not (dest / "swarm-seed0" / "best_optimizer.pt").exists()
     assert "run_id" not in json.loads((dest / "swarm-seed0" / "run.json").read_text())
 
@@ -157,7 +158,7 @@ def _two_clones(tmp_path: Path):
     clones = []
     for name in ("a", "b"):
         repo = tmp_path / name
-        for part in ("scripts", *park.CODE_DIRS):
+        for part in ("scripts", *CODE_DIRS):
             park.shutil.copytree(REPO_ROOT / part, repo / part, ignore=park.shutil.ignore_patterns("__pycache__"))
         park.shutil.copy(REPO_ROOT / "params.yaml", repo / "params.yaml")
         clones.append(repo)
@@ -323,7 +324,7 @@ def test_a_grid_parks_its_finished_points_and_restores_them_in_a_fresh_checkout(
     assert dest == a / "claims" / "parked" / "grids" / "swarm_head"
     manifest = json.loads((dest / "manifest.json").read_text())
     assert manifest["points"] == ["mean"] and manifest["grid"] == "swarm_head"
-    assert manifest["code_hash"] == park.code_hash(a) and manifest["cpu_class"] == park.cpu_class()
+    assert manifest["code_hash"] == tree_code_hash(a) and manifest["cpu_class"] == park.cpu_class()
     assert not list((dest / "results").glob(".*"))
     assert "grid swarm_head: 1 finished point(s) parked" in park.show("swarm_head", a, grid=True)
     assert "nothing parked" in park.show("swarm_head", a)  # a grid's parking is not a task's
@@ -373,9 +374,9 @@ def test_the_code_hash_leaves_out_the_report_code_and_texts(tmp_path):
     report = repo / "swarmlab" / "drive" / "report"
     report.mkdir(parents=True)
     (report / "amendments.yaml").write_text("- id: A1\n")
-    before = park.code_hash(repo)
+    before = tree_code_hash(repo)
     (report / "amendments.yaml").write_text("- id: A1\n  after: seen\n")
     (report / "ledger.py").write_text("# new\n")
-    assert park.code_hash(repo) == before
+    assert tree_code_hash(repo) == before
     (repo / "swarmlab" / "drive" / "reporting.py").write_text("# not the report package\n")
-    assert park.code_hash(repo) != before
+    assert tree_code_hash(repo) != before
