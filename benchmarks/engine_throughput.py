@@ -41,9 +41,11 @@ import traceback
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector
 
 from models import create_model
-from swarmlab.engine import TrainConfig, compiled, fit, make_optimizer, sync
+from swarmlab.engine import TrainConfig, autocast, compiled, fit, make_optimizer, sync
+from swarmlab.engine.graphstep import WARMUP, GraphStep
 from swarmlab.machine import describe_cpu
 from swarmlab.testing.reference_swarmformer import AuthorsSwarmFormer
 from tasks import get_task
@@ -107,13 +109,12 @@ def bare_step(
     (host time by op; kernel launches and graph replays a step) are printed."""
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device).train()
-    start = torch.cat([p.detach().flatten().float() for p in model.parameters()])
+    drift_row = cfg.compile == "eager" and not profile_steps and device.type == "cuda"
+    start = flat(model) if drift_row else None
     net = compiled(model, cfg.compile)
     optimizer = make_optimizer(model, cfg, device)
     warm = 2 if cfg.compile == "eager" else 6  # compilation, then CUDA graph trees record on the second/third call
-    n = steps + warm + profile_steps
-    on_device = data.to(device)
-    batches = [on_device.get_batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(n)]
+    batches = device_batches(data, device, steps + warm + profile_steps)
 
     def step(batch):
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp == "bf16"):
@@ -130,8 +131,8 @@ def bare_step(
         step(batch)
     sync(device)
     rate = steps * B / (time.perf_counter() - t0)
-    if cfg.compile == "eager" and not profile_steps and device.type == "cuda":
-        drift = torch.cat([p.detach().flatten().float() for p in model.parameters()]).sub_(start).norm().item()
+    if drift_row:
+        drift = flat(model).sub_(start).norm().item()
         print(f"  bare step, compile eager: parameter drift {drift:.3f}")
     if profile_steps:
         profile(step, batches[steps + warm :], device, cfg.compile)
@@ -139,62 +140,53 @@ def bare_step(
 
 
 def graphed_step(data: TokenizedTextDataset, steps: int, device: torch.device, cfg: TrainConfig) -> float:
-    """Samples/s of the bare step captured whole in one ``torch.cuda.CUDAGraph`` (forward, loss, backward, clip,
-    fused capturable AdamW), replayed once a step after the batch is copied into its static inputs; the model
-    compiled as ``cfg.compile`` asks (``default``: inductor's fused kernels, no CUDA graphs of its own). What
-    ``fit``'s ``compile: graph`` does inside the engine (swarmlab/engine/graphstep.py), without the engine around it.
-    Prints the parameters' drift from their start, beside the plain bare step's, as a check that the replays train."""
+    """Samples/s of the bare step captured whole in one CUDA graph (forward, loss, backward, clip, fused
+    capturable AdamW) by the engine's ``GraphStep``, replayed once a step after the batch is copied into its static
+    inputs; the model compiled as ``cfg.compile`` asks (``default``: inductor's fused kernels, no CUDA graphs of its
+    own). What ``fit``'s ``compile: graph`` does, without the rest of ``fit`` around it. Prints the parameters' drift
+    from their start, beside the plain bare step's, as a check that the replays train."""
     torch.manual_seed(0)
     model = create_model("swarmformer_small").to(device).train()
-    start = torch.cat([p.detach().flatten().float() for p in model.parameters()])
+    start = flat(model)
     net = compiled(model, cfg.compile)
-    groups = make_optimizer(model, cfg, device).param_groups
-    optimizer = torch.optim.AdamW(
-        [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups],
-        lr=cfg.lr,
-        fused=True,
-        capturable=True,
-    )
-    on_device = data.to(device)
-    batches = [on_device.get_batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(steps + 3)]
-    static = {k: v.clone() for k, v in batches[0].items() if torch.is_tensor(v)}
+    optimizer = make_optimizer(model, cfg, device)
 
-    def step():
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp == "bf16", cache_enabled=False):
-            loss = F.cross_entropy(net(static["input_ids"], static["attention_mask"]).float(), static["label"])
+    def compute(batch, cache):
+        with autocast(device, cfg.amp == "bf16", cache):
+            loss = F.cross_entropy(net(batch["input_ids"], batch["attention_mask"]).float(), batch["label"])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        return loss
+        return None, loss
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream: compilation, allocator, the optimizer's state
-        for batch in batches[:3]:
-            for k in static:
-                static[k].copy_(batch[k])
-            optimizer.zero_grad(set_to_none=True)
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    optimizer.zero_grad(set_to_none=True)
-    with torch.cuda.graph(graph):
-        static_loss = step()
+    graph = GraphStep(compute, optimizer, device)
+    graph.check()  # capturable groups, learning rates in device tensors
+    batches = device_batches(data, device, steps + WARMUP + 1)
+    for batch in batches[: WARMUP + 1]:  # the warm-ups, then the capture (and its replay)
+        graph.step(batch)
     losses = torch.zeros((), device=device)
     sync(device)
     t0 = time.perf_counter()
-    for batch in batches[3:]:
-        for k in static:
-            static[k].copy_(batch[k], non_blocking=True)
-        graph.replay()
-        losses += static_loss.detach()
+    for batch in batches[WARMUP + 1 :]:
+        losses += graph.step(batch)[1].detach()
     sync(device)
     rate = steps * B / (time.perf_counter() - t0)
-    drift = torch.cat([p.detach().flatten().float() for p in model.parameters()]).sub_(start).norm().item()
+    drift = flat(model).sub_(start).norm().item()
     print(
         f"  whole-step graph, compile {cfg.compile}: mean loss {losses.item() / steps:.4f}, parameter drift {drift:.3f}"
     )
     return rate
+
+
+def flat(model: nn.Module) -> torch.Tensor:
+    """The model's parameters as one fp32 vector (a copy): their drift over the timed steps is a check they train."""
+    return parameters_to_vector(model.parameters()).detach().float()
+
+
+def device_batches(data: TokenizedTextDataset, device: torch.device, n: int) -> list[dict]:
+    """``n`` batches of ``B`` rows, consecutive and wrapping around, prepared on the device before any timing."""
+    on_device = data.to(device)
+    return [on_device.get_batch(torch.arange(i * B, (i + 1) * B) % len(data)) for i in range(n)]
 
 
 def profile(step, batches, device: torch.device, mode: str) -> None:
