@@ -48,6 +48,7 @@ from swarmlab.drive.report.provenance import (
 )
 from swarmlab.drive.report.render import ledger_blocks, stale_blocks
 from swarmlab.drive.report.results import read_task
+from swarmlab.drive.report.reproductions import relabel
 from swarmlab.drive.report.testsplit import load_log
 
 FIGURES = "report/figures"  # relative to reports/
@@ -251,7 +252,8 @@ class Report:
                 "`python -m pipelines.paper_baselines`)."
             )
         )
-        log = load_log()  # every test read (reports/test_reads.jsonl)
+        written = load_log()  # every test read (reports/test_reads.jsonl)
+        log, _ = relabel(written)  # each line's kind by the report's rule (reproductions.py)
         decided = annotate_tuning(set_aside_exploratory([decide_across(c, self.ledgers) for c in self.claims], log))
         rows = annotate_reads(plan_seeds(apply_fdr(decided)), log)
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
@@ -263,7 +265,7 @@ class Report:
             r.protocol, r.unamended = protocol_status(r.claim, frozen, amendments)
         # the verdicts before the claims had protocols (issue 35), kept to show what moved
         before = read_json(self.reports / "claims" / "verdicts_before_protocol.json") or {}
-        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log, before))
+        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, written, before))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(

@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Callable
 
-from swarmlab.drive.report import reruns, side_code, stats
+from swarmlab.drive.report import reproductions, reruns, side_code, stats
 from swarmlab.drive.report.claims import Claim, models_of
 from swarmlab.drive.report.provenance import Staleness, stage_of
 from swarmlab.drive.report.results import RunResult, mean_of, read_task, runs_from
@@ -1016,7 +1016,9 @@ def set_aside_exploratory(rows: list[Row], log: list[dict]) -> list[Row]:
 def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
     """Each row's test reads, from the repository's log (``testsplit.load_log``): per side, how many times the test
     split of each (task, model, seed) was read (reproductions of a read under the same settings not counted), and which
-    of those reads made the row's numbers (the read at the run's evaluation commit with its result). Changed in
+    of those reads made the row's numbers (the read at the run's evaluation commit with its result); and where the
+    deciding reads' settings were read again (``reproductions.others``: a rerun at other code or on another machine),
+    how far those results are from the deciding ones. ``log``: relabelled (``reproductions.relabel``). Changed in
     place."""
     for row in rows:
         sides: dict[str, list[RunResult]] = {}
@@ -1024,11 +1026,15 @@ def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
             sides.setdefault(r.model, []).append(r)
         parts = []
         for model, runs in sides.items():
-            counts, deciding = [], []
+            counts, deciding, diffs, again = [], [], [], 0
             for r in runs:
-                number, found, _ = deciding_read(log, r)
+                number, found, line = deciding_read(log, r)
                 counts.append(number)
                 deciding.append(found)
+                if line is not None:
+                    moved = reproductions.differences(line, reproductions.others(log, line))
+                    diffs += moved
+                    again += bool(moved)
             n = max(counts)
             text = f"{model}: {n} read{'s' if n != 1 else ''} of the test split per seed"
             if None in deciding:
@@ -1036,6 +1042,8 @@ def annotate_reads(rows: list[Row], log: list[dict]) -> list[Row]:
             elif n > 1:
                 lo, hi = min(deciding), max(deciding)
                 text += f", decided by read {lo}" + (f"–{hi}" if hi != lo else "")
+            if diffs:
+                text += "; " + reproductions.spread_text(diffs, again, len(runs))
             parts.append(text)
         row.reads = "; ".join(parts)
     return rows

@@ -26,6 +26,7 @@ from swarmlab.drive.report.ledger import (
 )
 from swarmlab.plots import comparison_chart
 from swarmlab.drive.report.amendments import Amendment
+from swarmlab.drive.report.reproductions import log_reproductions, relabel
 from swarmlab.drive.report.testsplit import log_rereads
 
 TRACKS = {
@@ -261,18 +262,48 @@ def track_paragraph(paper: str, rows: list[Row]) -> Para:
 
 
 def read_blocks(log: list[dict]) -> list:
-    """The test-split reads: the log's counts, and one line per (task, model, seed) read more than once."""
+    """The test-split reads (``log`` as the file holds it): the counts of each kind (``reproductions.relabel``'s, with
+    the lines it relabelled), one line per (task, model, seed) read more than once under other settings, and one per
+    (task, model) whose reads were repeated under the same settings, with how far their results moved."""
+    log, relabelled = relabel(log)
     kinds = {k: sum(line.get("kind") == k for line in log) for k in ("first", "re-read", "reproduction")}
     lines = log_rereads(log)
+    again = log_reproductions(log)
+    note = ""
+    if relabelled:
+        shown = ", ".join(
+            sorted(
+                {
+                    f"`{line['task']}` `{line['model']}`"
+                    + (f" ({line['grid']} grid, {line.get('point')})" if line.get("grid") else "")
+                    + f" at {str(line.get('commit') or '?')[:7]}: written as {line['written_as']}, counted as "
+                    f"{line['kind']}"
+                    for line in relabelled
+                }
+            )
+        )
+        note = (
+            f" {len(relabelled)} line{'s' * (len(relabelled) > 1)} of the log {'are' if len(relabelled) > 1 else 'is'}"
+            f" counted as another kind than {'they were' if len(relabelled) > 1 else 'it was'} written with, because "
+            f"the log's writer did not compare the training data (`swarmlab/drive/report/reproductions.py`): "
+            f"{shown}."
+        )
     return [
         Heading(3, "Test-split reads"),
         Para(
             f"Every read of a test split is a line of `reports/test_reads.jsonl` (append only; `docs/reports.md`): "
             f"{len(log)} reads, {kinds['first']} first reads, {kinds['re-read']} re-reads of a (task, model, seed) "
-            f"already read under other settings, {kinds['reproduction']} reproductions under the same settings. "
-            "Each ledger row says how many reads its numbers' test split had and which one decides it."
+            f"already read under other settings, {kinds['reproduction']} reproductions under the same settings "
+            "(model config, training settings and training data)." + note + " Each ledger row says how many reads "
+            "its numbers' test split had, which one decides it, and how far the same settings read again moved."
         ),
         Bullets(lines) if lines else Para("No test split was read more than once."),
+        Para(
+            "Reads repeated under the same settings (a rerun at later code, or on another machine): at an equal step "
+            "budget on one CPU class the results repeat to the digit; at an equal net-time budget a machine that "
+            "makes more steps in the same seconds moves them, and these lines show by how much."
+        ),
+        Bullets(again) if again else Para("No read was repeated under the same settings."),
     ]
 
 
