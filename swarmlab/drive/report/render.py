@@ -79,6 +79,7 @@ def ledger_table(rows: list[Row], amendments: list[Amendment] = ()) -> Table:
         verdict = f"**{r.verdict}**" + (f" (p alone: {r.before_fdr})" if r.before_fdr else "")
         marks = [a.id for a in amendments if r.claim.id in a.claims]
         verdict += f" · amended: {', '.join(marks)}" if marks else ""
+        verdict += " · stale" if r.stale and r.ours != "—" else ""
         body.append([f"`{r.claim.id}`", paper_cell(r), r.ours, verdict, _p(r.p), _p(r.q)])
     return Table(HEADER, body, "lllllr")
 
@@ -221,6 +222,14 @@ def headline(rows: list[Row]) -> Para:
         if withheld
         else "; it withholds none."
     )
+    ours = [r for r in rows if r.ours != "—"]
+    stale = [r for r in ours if r.stale]
+    if stale:
+        text += (
+            f" **{len(stale)} of the {len(ours)} rows with numbers of ours rest on stale results**: code, data or "
+            "settings they depend on changed since they were made (marked `stale` below; the second table names "
+            "each piece to rerun). Their numbers stand as the code that made them."
+        )
     unamended = [r for r in rows if r.unamended]
     if unamended:
         text += (

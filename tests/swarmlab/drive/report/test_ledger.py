@@ -188,6 +188,11 @@ def test_the_table_and_paragraph_come_from_the_rows(reports):
     )
     how = how_table(rows)
     assert len(how.rows) == 2 and all("evaluated at 0123456" in r[5] for r in how.rows)  # each side's provenance
+    assert "stale" not in headline(rows).text
+    rows[0].stale = "code changed since 0123456 (models): rerun `dvc repro evaluate@t`"
+    assert [r[3] for r in ledger_table(rows).rows] == ["**supported** · stale", "**inconclusive**"]
+    assert "**1 of the 2 rows with numbers of ours rest on stale results**" in headline(rows).text
+    assert how_table(rows).rows[0][-1] == "**stale**: " + rows[0].stale  # the piece to rerun, in the second table
 
 
 def test_legacy_metrics_keyed_by_model_are_read_with_the_params_seed(tmp_path):
