@@ -8,6 +8,7 @@ reasons). ``TRACKS`` only names the tracks.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -280,17 +281,16 @@ def read_blocks(log: list[dict]) -> list:
     again = log_reproductions(log)
     note = ""
     if relabelled:
-        shown = ", ".join(
-            sorted(
-                {
-                    f"`{line['task']}` `{line['model']}`"
-                    + (f" ({line['grid']} grid, {line.get('point')})" if line.get("grid") else "")
-                    + f" at {str(line.get('commit') or '?')[:7]}: written as {line['written_as']}, counted as "
-                    f"{line['kind']}"
-                    for line in relabelled
-                }
+        groups = Counter(
+            (
+                f"`{line['task']}` `{line['model']}`"
+                + (f" ({line['grid']} grid, {line.get('point')})" if line.get("grid") else "")
+                + f" at {str(line.get('commit') or '?')[:7]}",
+                f"written as {line['written_as']}, counted as {line['kind']}",
             )
+            for line in relabelled
         )
+        shown = ", ".join(f"{where}: {n} line{'s' * (n > 1)} {how}" for (where, how), n in groups.items())
         note = (
             f" {len(relabelled)} line{'s' * (len(relabelled) > 1)} of the log {'are' if len(relabelled) > 1 else 'is'}"
             f" counted as another kind than {'they were' if len(relabelled) > 1 else 'it was'} written with, because "

@@ -13,9 +13,9 @@ identity and training settings alone, as it was written.
 A reproduction is worth showing, not only counting: the same settings read again at a later commit or on another
 machine tell how far a result moves without any setting changing. At an equal step budget on one CPU class the
 results repeat to the digit; at an equal *net time* budget a machine that makes more steps in the same seconds moves
-them. ``spread_of`` gives, for one run's deciding read, the other reads of its subject under the same settings and
-their differences, which the ledger puts beside the row (``ledger.annotate_reads``); ``log_reproductions`` words them
-per task and model for the report's test-read section.
+them. ``others`` gives, for one run's deciding read, the other reads of its subject under the same settings, and
+``differences`` how far their results are from it, which the ledger words beside the row (``spread_text``, from
+``ledger.annotate_reads``); ``log_reproductions`` words them per task and model for the report's test-read section.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_a_point_that_changed_only_the_training_data_is_a_re_read_and_the_log_st
     text = to_markdown(Document("reads", blocks))
     assert "2 re-reads of a (task, model, seed)" in text and "2 reproductions under the same settings" in text
     assert "1 line of the log is counted as another kind than it was written with" in text
-    assert "`t` `m` (augment grid, enabled=false) at abc: written as reproduction, counted as re-read" in text
+    assert "`t` `m` (augment grid, enabled=false) at abc: 1 line written as reproduction, counted as re-read" in text
 
 
 def test_reads_repeated_under_the_same_settings_show_how_far_their_results_moved():
