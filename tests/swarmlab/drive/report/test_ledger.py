@@ -128,6 +128,36 @@ def decide(reports, c: Claim, profile="cpu") -> object:
     return Ledger(reports, profile=profile).decide(c)
 
 
+def run_read(r, *, result=None, commit=None, data=None, **extra) -> dict:
+    """The test-read log's line for run ``r`` of a ledger (``testsplit.log_line``): its own result and evaluation
+    commit unless given, at lr 1e-3; ``extra``: ``experiment``, ``grid``..."""
+    from swarmlab.drive.report.testsplit import log_line, read_entry
+
+    entry = read_entry(
+        task=r.task,
+        registered=r.task,
+        options={},
+        model=r.model,
+        overrides={},
+        seed=r.seed,
+        train={"lr": 1e-3},
+        run=f"{r.model}-seed{r.seed}",
+        profile="cpu",
+        commit=commit or r.provenance.commit,
+    )
+    return log_line(
+        entry,
+        task=r.task,
+        registered=r.task,
+        options={},
+        data_fingerprint=data,
+        overrides={},
+        where=f"reports/evaluate/{r.task}",
+        result=read_result(r.test) if result is None else result,
+        **extra,
+    )
+
+
 def test_one_claim_of_each_verdict(reports):
     assert decide(reports, claim("sup", threshold(0.70))).verdict == SUPPORTED
     inc = decide(reports, claim("inc", threshold(0.80)))
@@ -440,43 +470,14 @@ def test_numbers_from_an_exploratory_read_decide_no_claim(reports):
     """`dvc exp run -S train.lr=...` may read a test split again (testsplit.check_reads): a row whose numbers come
     from such a read keeps them but is not decided, and names the experiment; the same numbers from an ordinary
     read decide."""
-    from swarmlab.drive.report.testsplit import log_line, read_entry
-
     strong = Ledger(reports, profile="cpu").decide(claim("strong", pair("good", "base", task="p")))
     assert strong.verdict == SUPPORTED and strong.runs
 
     def log(experiment=None):
         lines = []
         for r in strong.runs:
-            entry = read_entry(
-                task=r.task,
-                registered=r.task,
-                options={},
-                model=r.model,
-                overrides={},
-                seed=r.seed,
-                train={"lr": 1e-3},
-                run=f"{r.model}-seed{r.seed}",
-                profile="cpu",
-                commit=r.provenance.commit,
-            )
             extra = {"experiment": experiment} if experiment and r.model == "good" else {}
-            lines.append(
-                {
-                    **log_line(
-                        entry,
-                        task=r.task,
-                        registered=r.task,
-                        options={},
-                        data_fingerprint=None,
-                        overrides={},
-                        where="reports/evaluate/p",
-                        result=read_result(r.test),
-                        **extra,
-                    ),
-                    "kind": "re-read" if extra else "first",
-                }
-            )
+            lines.append({**run_read(r, **extra), "kind": "re-read" if extra else "first"})
         return lines
 
     (ordinary,) = set_aside_exploratory([strong], log())

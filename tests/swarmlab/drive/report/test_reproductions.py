@@ -11,7 +11,7 @@ from swarmlab.document import Document, to_markdown
 from swarmlab.drive.report.render import read_blocks
 from swarmlab.drive.report.reproductions import log_reproductions, others, relabel, same_settings
 from swarmlab.drive.report.testsplit import append_reads, load_log, log_line, read_entry, read_result
-from tests.swarmlab.drive.report.test_ledger import claim, pair, reports  # noqa: F401 (the fixture)
+from tests.swarmlab.drive.report.test_ledger import claim, pair, reports, run_read  # noqa: F401 (the fixture)
 
 
 def _line(seed=0, lr=1e-3, data="d1", commit="abc", accuracy=0.5, model="m", task="t", **extra):
@@ -103,34 +103,10 @@ def test_a_ledger_row_shows_how_far_its_deciding_reads_moved_when_read_again(rep
     row = Ledger(reports, profile="cpu").decide(claim("strong", pair("good", "base", task="p")))
     assert row.verdict == SUPPORTED and len(row.runs) == 2
 
-    def line(r, result, commit):
-        entry = read_entry(
-            task=r.task,
-            registered=r.task,
-            options={},
-            model=r.model,
-            overrides={},
-            seed=r.seed,
-            train={"lr": 1e-3},
-            run=f"{r.model}-seed{r.seed}",
-            profile="cpu",
-            commit=commit,
-        )
-        return log_line(
-            entry,
-            task=r.task,
-            registered=r.task,
-            options={},
-            data_fingerprint="d",
-            overrides={},
-            where="reports/evaluate/p",
-            result=result,
-        )
-
-    deciding = [line(r, read_result(r.test), r.provenance.commit) for r in row.runs]
+    deciding = [run_read(r, data="d") for r in row.runs]
     good, base = row.runs if row.runs[0].model == "good" else row.runs[::-1]
     moved = {"test_accuracy": read_result(good.test)["test_accuracy"] - 0.0125}
-    later = [line(good, moved, "f" * 40), line(base, read_result(base.test), "f" * 40)]
+    later = [run_read(good, result=moved, commit="f" * 40, data="d"), run_read(base, commit="f" * 40, data="d")]
     log, _ = relabel(deciding + later)
 
     (annotated,) = annotate_reads([copy.deepcopy(row)], log)
