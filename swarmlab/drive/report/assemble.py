@@ -252,8 +252,7 @@ class Report:
                 "`python -m pipelines.paper_baselines`)."
             )
         )
-        written = load_log()  # every test read (reports/test_reads.jsonl)
-        log, _ = relabel(written)  # each line's kind by the report's rule (reproductions.py)
+        log = relabel(load_log())  # every test read (reports/test_reads.jsonl), kinds by the report's rule
         decided = annotate_tuning(set_aside_exploratory([decide_across(c, self.ledgers) for c in self.claims], log))
         rows = annotate_reads(plan_seeds(apply_fdr(decided)), log)
         amendments = load_amendments(claim_ids={c.id for c in self.claims})
@@ -265,7 +264,7 @@ class Report:
             r.protocol, r.unamended = protocol_status(r.claim, frozen, amendments)
         # the verdicts before the claims had protocols (issue 35), kept to show what moved
         before = read_json(self.reports / "claims" / "verdicts_before_protocol.json") or {}
-        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, written, before))
+        d.add(*ledger_blocks(rows, self.reports, self.figure, self.embed, amendments, log, before))
         d.add(*stale_blocks(self.stale))
         d.add(*status)
         d.add(

@@ -27,7 +27,7 @@ from swarmlab.drive.report.ledger import (
 )
 from swarmlab.plots import comparison_chart
 from swarmlab.drive.report.amendments import Amendment
-from swarmlab.drive.report.reproductions import log_reproductions, relabel
+from swarmlab.drive.report.reproductions import log_reproductions, relabelled
 from swarmlab.drive.report.testsplit import log_rereads
 
 TRACKS = {
@@ -272,15 +272,15 @@ def track_paragraph(paper: str, rows: list[Row]) -> Para:
 
 
 def read_blocks(log: list[dict]) -> list:
-    """The test-split reads (``log`` as the file holds it): the counts of each kind (``reproductions.relabel``'s, with
-    the lines it relabelled), one line per (task, model, seed) read more than once under other settings, and one per
-    (task, model) whose reads were repeated under the same settings, with how far their results moved."""
-    log, relabelled = relabel(log)
+    """The test-split reads (``log`` as ``reproductions.relabel`` counts them): the counts of each kind, with the lines
+    it relabelled, one line per (task, model, seed) read more than once under other settings, and one per (task, model)
+    whose reads were repeated under the same settings, with how far their results moved."""
+    changed = relabelled(log)
     kinds = {k: sum(line.get("kind") == k for line in log) for k in ("first", "re-read", "reproduction")}
     lines = log_rereads(log)
     again = log_reproductions(log)
     note = ""
-    if relabelled:
+    if changed:
         groups = Counter(
             (
                 f"`{line['task']}` `{line['model']}`"
@@ -288,12 +288,12 @@ def read_blocks(log: list[dict]) -> list:
                 + f" at {str(line.get('commit') or '?')[:7]}",
                 f"written as {line['written_as']}, counted as {line['kind']}",
             )
-            for line in relabelled
+            for line in changed
         )
         shown = ", ".join(f"{where}: {n} line{'s' * (n > 1)} {how}" for (where, how), n in groups.items())
         note = (
-            f" {len(relabelled)} line{'s' * (len(relabelled) > 1)} of the log {'are' if len(relabelled) > 1 else 'is'}"
-            f" counted as another kind than {'they were' if len(relabelled) > 1 else 'it was'} written with, because "
+            f" {len(changed)} line{'s' * (len(changed) > 1)} of the log {'are' if len(changed) > 1 else 'is'}"
+            f" counted as another kind than {'they were' if len(changed) > 1 else 'it was'} written with, because "
             f"the log's writer did not compare the training data (`swarmlab/drive/report/reproductions.py`): "
             f"{shown}."
         )

@@ -44,19 +44,25 @@ def kind_of(line: dict, earlier: list[dict]) -> str:
     return "reproduction" if any(same_settings(e, line) for e in same) else "re-read"
 
 
-def relabel(log: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The log with every line's ``kind`` recomputed (``kind_of``; new dicts, the input untouched), and the relabelled
-    lines (as relabelled, each with ``written_as``: the kind the log holds)."""
-    out, changed, by_subject = [], [], {}
+def relabel(log: list[dict]) -> list[dict]:
+    """The log with every line's ``kind`` recomputed (``kind_of``; new dicts, the input untouched); a line whose kind
+    changed also carries ``written_as``, the kind the log holds."""
+    out, by_subject = [], {}
     for line in log:
         earlier = by_subject.setdefault(line.get("subject"), [])
         kind = kind_of(line, earlier)
-        new = {**line, "kind": kind}
-        if line.get("kind") != kind:
-            changed.append({**new, "written_as": line.get("kind")})
+        out.append(
+            {**line, "kind": kind}
+            if line.get("kind") == kind
+            else {**line, "kind": kind, "written_as": line.get("kind")}
+        )
         earlier.append(line)
-        out.append(new)
-    return out, changed
+    return out
+
+
+def relabelled(log: list[dict]) -> list[dict]:
+    """The lines of a ``relabel``-ed log whose kind is not the one they were written with."""
+    return [line for line in log if "written_as" in line]
 
 
 def others(log: list[dict], line: dict) -> list[dict]:
@@ -81,9 +87,8 @@ def _span(diffs: list[float]) -> str:
 
 
 def spread_text(diffs: list[float], again: int, runs: int) -> str:
-    """``differences`` of the deciding reads of ``again`` of a side's ``runs`` runs, in words: identical, or how far."""
-    if not diffs:
-        return ""
+    """``differences`` (some) of the deciding reads of ``again`` of a side's ``runs`` runs, in words: identical, or how
+    far."""
     head = (
         f"the same settings read again for {again} of {runs} run{'s' * (runs > 1)} "
         f"({len(diffs)} read{'s' * (len(diffs) > 1)})"

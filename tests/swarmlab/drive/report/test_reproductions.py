@@ -9,7 +9,7 @@ import copy
 from swarmlab.drive.report.ledger import SUPPORTED, Ledger, annotate_reads
 from swarmlab.document import Document, to_markdown
 from swarmlab.drive.report.render import read_blocks
-from swarmlab.drive.report.reproductions import log_reproductions, others, relabel, same_settings
+from swarmlab.drive.report.reproductions import log_reproductions, others, relabel, relabelled, same_settings
 from swarmlab.drive.report.testsplit import append_reads, load_log, log_line, read_entry, read_result
 from tests.swarmlab.drive.report.test_ledger import claim, pair, reports, run_read  # noqa: F401 (the fixture)
 
@@ -57,16 +57,17 @@ def test_a_point_that_changed_only_the_training_data_is_a_re_read_and_the_log_st
     written = path.read_bytes()
     log = load_log(path)
     assert [line["kind"] for line in log] == ["first", "reproduction", "reproduction", "reproduction", "re-read"]
-    relabelled, changed = relabel(log)
-    assert [line["kind"] for line in relabelled] == ["first", "re-read", "reproduction", "reproduction", "re-read"]
+    counted = relabel(log)
+    changed = relabelled(counted)
+    assert [line["kind"] for line in counted] == ["first", "re-read", "reproduction", "reproduction", "re-read"]
     assert [(line["point"], line["written_as"], line["kind"]) for line in changed] == [
         ("enabled=false", "reproduction", "re-read")
     ]
     assert log[1]["kind"] == "reproduction" and path.read_bytes() == written  # neither the lines nor the file edited
     assert same_settings(log[0], log[2]) and not same_settings(log[0], log[1]) and not same_settings(log[0], log[4])
-    assert others(relabelled, relabelled[0]) == [relabelled[2], relabelled[3]]
+    assert others(counted, counted[0]) == [counted[2], counted[3]]
 
-    blocks = read_blocks(log)  # the report's section words the relabelling and counts by the report's rule
+    blocks = read_blocks(counted)  # the report's section words the relabelling and counts by the report's rule
     text = to_markdown(Document("reads", blocks))
     assert "2 re-reads of a (task, model, seed)" in text and "2 reproductions under the same settings" in text
     assert "1 line of the log is counted as another kind than it was written with" in text
@@ -74,7 +75,7 @@ def test_a_point_that_changed_only_the_training_data_is_a_re_read_and_the_log_st
 
 
 def test_reads_repeated_under_the_same_settings_show_how_far_their_results_moved():
-    log, _ = relabel(
+    log = relabel(
         [
             _line(seed=0, accuracy=0.50, commit="a1"),
             _line(seed=1, accuracy=0.60, commit="a1"),
@@ -91,10 +92,10 @@ def test_reads_repeated_under_the_same_settings_show_how_far_their_results_moved
         "differ from the first by -0.0500 to +0.0000 (mean -0.0250); identical in 1"
     ]
     same = [_line(seed=s, accuracy=0.5, commit=c) for c in ("a1", "b2") for s in (0, 1)]
-    assert log_reproductions(relabel(same)[0]) == [
+    assert log_reproductions(relabel(same)) == [
         "`t` `m`, profile `claims`: 2 seeds read again 2 times under the same settings at a1, b2: identical results"
     ]
-    assert log_reproductions(relabel(log[:2] + log[4:])[0]) == []  # nothing read twice under one setting
+    assert log_reproductions(relabel(log[:2] + log[4:])) == []  # nothing read twice under one setting
 
 
 def test_a_ledger_row_shows_how_far_its_deciding_reads_moved_when_read_again(reports):  # noqa: F811
@@ -107,7 +108,7 @@ def test_a_ledger_row_shows_how_far_its_deciding_reads_moved_when_read_again(rep
     good, base = row.runs if row.runs[0].model == "good" else row.runs[::-1]
     moved = {"test_accuracy": read_result(good.test)["test_accuracy"] - 0.0125}
     later = [run_read(good, result=moved, commit="f" * 40, data="d"), run_read(base, commit="f" * 40, data="d")]
-    log, _ = relabel(deciding + later)
+    log = relabel(deciding + later)
 
     (annotated,) = annotate_reads([copy.deepcopy(row)], log)
     assert annotated.reads == (
@@ -116,5 +117,5 @@ def test_a_ledger_row_shows_how_far_its_deciding_reads_moved_when_read_again(rep
         "base: 1 read of the test split per seed; the same settings read again for 1 of 1 run (1 read): identical "
         "results"
     )
-    (alone,) = annotate_reads([copy.deepcopy(row)], relabel(deciding)[0])
+    (alone,) = annotate_reads([copy.deepcopy(row)], relabel(deciding))
     assert "read again" not in alone.reads
