@@ -87,8 +87,8 @@ def _span(diffs: list[float]) -> str:
 
 
 def spread_text(diffs: list[float], again: int, runs: int) -> str:
-    """``differences`` (some) of the deciding reads of ``again`` of a side's ``runs`` runs, in words: identical, or how
-    far."""
+    """``differences`` of the deciding reads of ``again`` of a side's ``runs`` runs (at least one: the ledger words only
+    a side with some), in words: identical, or how far."""
     head = (
         f"the same settings read again for {again} of {runs} run{'s' * (runs > 1)} "
         f"({len(diffs)} read{'s' * (len(diffs) > 1)})"
