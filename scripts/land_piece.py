@@ -25,6 +25,17 @@ work dropped, or this session's work parked by ``scripts/park.py save``). Severa
 Every check runs before anything is written (one line, exit 2). Then regenerate the report and commit:
 ``dvc repro -s -f report``, ``git add reports claims dvc.lock``. Nothing here is a stage's code: landing changes no
 fingerprint and no DVC dependency.
+
+    python scripts/land_piece.py <clone> --follow [--into <checkout>] [--dry-run]
+
+A piece still running in its clone (a grid that parks a point while the next one trains) lands what it has finished
+like any piece; once that landing is committed here, ``--follow`` moves the clone's HEAD to this checkout's commit,
+its working tree kept (its work folder, the work it has not landed), so that its next finished part lands on top of
+the first (a second landing from the old commit is refused: landed twice). Refused, before anything moves, when this
+checkout has uncommitted changes, when a commit since the clone's changed anything but what a landing and the report
+write (code, params: the running piece is its commit's work; land the rest from a fresh clone), when the clone's
+test-read log does not extend this checkout's (another piece's reads landed since), or when a file the clone changed
+differs from both commits' versions.
 """
 
 from __future__ import annotations
@@ -278,6 +289,76 @@ def land(landing: Landing, log: Path | None = None, log_as: str | None = None) -
     return written
 
 
+FOLLOW_OK = (*PIECE_DIRS, f"{LOGS}/", "docs/", "reports/report/")  # what a landing and its report commit may change
+FOLLOW_OK_FILES = (LOCK, READS, "dvc.lock", "reports/REPORT.md", "reports/report.html", "README.md")
+
+
+def _blob(repo: Path, commit: str, path: str) -> bytes | None:
+    """The bytes of ``path`` at ``commit``; None where the commit has no such file."""
+    out = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True)
+    return out.stdout if out.returncode == 0 else None
+
+
+def follow(clone: Path, into: Path, *, dry_run: bool = False) -> list[str]:
+    """Move ``clone``'s HEAD to ``into``'s commit, which committed what the clone had finished, keeping the clone's
+    working tree (module docstring); the paths brought to the new commit's version (the clone never wrote them)."""
+    base = git(clone, "rev-parse", "HEAD").strip()
+    head = git(into, "rev-parse", "HEAD").strip()
+    if base == head:
+        raise SwarmlabError(f"the clone {clone} is at {into}'s commit {head[:10]} already: nothing to follow")
+    if subprocess.run(["git", "-C", str(into), "merge-base", "--is-ancestor", base, head]).returncode != 0:
+        raise SwarmlabError(f"the clone's commit {base[:10]} is not in {into}'s history: it cannot follow {head[:10]}")
+    dirty = sorted(worktree_changes(into))
+    if dirty:
+        raise SwarmlabError(
+            f"{into} has uncommitted changes ({', '.join(dirty[:3])}{' ...' if len(dirty) > 3 else ''}): commit the "
+            "landing first, then follow it"
+        )
+    moved = sorted(filter(None, git(into, "diff", "--name-only", "--no-renames", base, head).splitlines()))
+    foreign = [p for p in moved if p not in FOLLOW_OK_FILES and not p.startswith(FOLLOW_OK)]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise SwarmlabError(
+            f"{into} changed {shown} since the clone's commit {base[:10]}: the piece running in the clone is that "
+            "commit's work, and cannot follow a change of code or settings; let it finish there, or run the rest in "
+            "a fresh clone"
+        )
+    take = []
+    for path in moved:
+        here_path = clone / path
+        here = here_path.read_bytes() if here_path.is_file() else None
+        at_head = _blob(into, head, path)
+        if path == READS:
+            if not (here or b"").startswith(at_head or b""):
+                raise SwarmlabError(
+                    f"the clone's {READS} does not begin with {into}'s at {head[:10]} (reads landed since from "
+                    "elsewhere): land the clone's reads first, or let its piece finish and land it whole"
+                )
+            continue
+        if here == at_head:
+            continue  # landed: the clone has it as the commit does
+        if here == _blob(clone, base, path):
+            take.append(path)  # the clone never wrote it (the report, the docs, the log): the new commit's version
+            continue
+        raise SwarmlabError(
+            f"{path} in the clone differs from both {base[:10]}'s and {head[:10]}'s: it changed since it landed; land "
+            "it first"
+        )
+    if dry_run:
+        return take
+    git(clone, "fetch", "-q", str(into), "HEAD")
+    fetched = git(clone, "rev-parse", "FETCH_HEAD").strip()
+    if fetched != head:
+        raise SwarmlabError(f"{into} moved to {fetched[:10]} while following {head[:10]}: follow again")
+    git(clone, "reset", "-q", "--mixed", head)
+    for path in take:
+        if _blob(into, head, path) is None:
+            (clone / path).unlink(missing_ok=True)
+        else:
+            git(clone, "checkout", head, "--", path)
+    return take
+
+
 def describe(landing: Landing) -> str:
     stages = ", ".join(landing.stages) or "none"
     return (
@@ -294,8 +375,22 @@ def main(argv=None) -> None:
     parser.add_argument("--log", default=None, help="the piece's console log, kept in claims/logs/")
     parser.add_argument("--log-as", default=None, help="its name there (default: <kind>_<name> of the piece)")
     parser.add_argument("--dry-run", action="store_true", help="check and say what would land; write nothing")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="move the clone (its piece still running) to this checkout's commit, which committed its landing",
+    )
     args = parser.parse_args(argv)
     clone, into = Path(args.clone).resolve(), Path(args.into).resolve()
+    if args.follow:
+        if args.log or args.log_as:
+            raise SwarmlabError("--follow lands nothing: it takes no --log or --log-as")
+        base = git(clone, "rev-parse", "HEAD").strip()
+        take = follow(clone, into, dry_run=args.dry_run)
+        head = git(into, "rev-parse", "HEAD").strip()
+        verb = "would move" if args.dry_run else "moved"
+        print(f"{verb} the clone {clone} from {base[:10]} to {head[:10]}, {len(take)} file(s) it never wrote updated")
+        return
     log = Path(args.log) if args.log else None
     if log is not None and not log.is_file():
         raise SwarmlabError(f"--log {log}: no such file")

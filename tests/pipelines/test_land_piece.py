@@ -220,3 +220,92 @@ def test_a_parked_half_lands_with_its_reads_and_needs_a_log_name(main):
     land_piece.land(landing, log, "grid_c")
     assert (main / "claims/logs/grid_c.log").is_file()
     assert (main / land_piece.READS).read_text().endswith('{"read": "c1"}\n')
+
+
+def _park_point(clone: Path, points: list[str], reads: list[str]) -> None:
+    """What `scripts/park.py save --grid c` leaves while grid c goes on: its finished points parked, their reads."""
+    for point in points:
+        _write(clone, f"claims/parked/grids/c/results/{point}.csv", f"{point}\n")
+    _write(clone, "claims/parked/grids/c/manifest.json", f'{{"points": {points!r}}}\n'.replace("'", '"'))
+    _write(clone, land_piece.READS, READS + "".join(f'{{"read": "{r}"}}\n' for r in reads))
+
+
+def _land_and_commit(clone: Path, main: Path) -> None:
+    land_piece.land(land_piece.plan(clone, main), log=None)
+    _write(main, "reports/REPORT.md", f"report after {len(list((main / 'claims/parked/grids/c/results').iterdir()))}\n")
+    _write(main, "docs/reports.md", "a point landed\n")
+    _commit(main, "landed a point")
+
+
+def test_a_running_piece_follows_its_landing_and_lands_its_next_point_on_top(main):
+    """A grid parks point 1 and lands it while point 2 trains in the same clone; --follow moves the clone to the
+    commit that landed point 1, work folder kept, and point 2 then lands alone on top (from the old commit it would
+    be refused: landed twice)."""
+    clone = _clone(main, "c")
+    _park_point(clone, ["p1"], ["c1"])
+    _land_and_commit(clone, main)
+    head = _git(main, "rev-parse", "HEAD").strip()
+
+    assert land_piece.follow(clone, main, dry_run=True) == ["docs/reports.md", "reports/REPORT.md"]
+    assert _git(clone, "rev-parse", "HEAD").strip() != head  # a dry run moves nothing
+    assert land_piece.follow(clone, main) == ["docs/reports.md", "reports/REPORT.md"]
+    assert _git(clone, "rev-parse", "HEAD").strip() == head
+    assert land_piece.worktree_changes(clone) == {}  # the clone is the landing commit, and its work folder stays
+    assert (clone / "outputs/claims/work.bin").read_text() == "ignored work"
+    assert (clone / "docs/reports.md").read_text() == "a point landed\n"
+
+    _park_point(clone, ["p1", "p2"], ["c1", "c2"])  # point 2 finished: parked beside point 1
+    landing = land_piece.plan(clone, main)
+    assert landing.new_reads == ['{"read": "c2"}\n']
+    assert landing.copies == ["claims/parked/grids/c/manifest.json", "claims/parked/grids/c/results/p2.csv"]
+    land_piece.land(landing)
+    assert (main / land_piece.READS).read_text().splitlines()[-2:] == ['{"read": "c1"}', '{"read": "c2"}']
+    assert (main / "claims/parked/grids/c/manifest.json").read_text() == '{"points": ["p1", "p2"]}\n'
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda main, clone: (_write(main, "swarmlab/code.py", "x = 2\n"), _commit(main)), "cannot follow a change"),
+        (lambda main, clone: (_write(main, "params.yaml", "profile: claims\n"), _commit(main)), "params.yaml"),
+        (lambda main, clone: _write(main, "docs/reports.md", "uncommitted\n"), "commit the landing first"),
+        (
+            lambda main, clone: (
+                _write(main, land_piece.READS, READS + '{"read": "c1"}\n{"read": "x"}\n'),
+                _commit(main),
+            ),
+            "does not begin with",
+        ),
+        (lambda main, clone: _write(clone, "claims/parked/grids/c/results/p1.csv", "p1 again\n"), "land it first"),
+        (lambda main, clone: _git(clone, "commit", "-q", "--allow-empty", "-m", "own"), "not in .* history"),
+    ],
+    ids=["code-since", "params-since", "landing-uncommitted", "reads-from-elsewhere", "changed-since-landing", "own"],
+)
+def test_follow_refuses_what_the_running_piece_cannot_follow_and_moves_nothing(main, change, match):
+    clone = _clone(main, "c")
+    _park_point(clone, ["p1"], ["c1"])
+    _land_and_commit(clone, main)
+    change(main, clone)
+    before_head, before = _git(clone, "rev-parse", "HEAD"), _snapshot(clone)
+    with pytest.raises(SwarmlabError, match=match):
+        land_piece.follow(clone, main)
+    assert _git(clone, "rev-parse", "HEAD") == before_head and _snapshot(clone) == before
+
+
+def test_follow_cli_says_where_the_clone_moved(main):
+    clone = _clone(main, "c")
+    _park_point(clone, ["p1"], ["c1"])
+    _land_and_commit(clone, main)
+    script = Path(land_piece.__file__)
+
+    def run(*args):
+        cmd = [sys.executable, str(script), str(clone), "--into", str(main), *args]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    bad = run("--follow", "--log-as", "grid_c")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --follow") and len(bad.stderr.splitlines()) == 1
+    ok = run("--follow")
+    assert ok.returncode == 0, ok.stderr
+    assert "moved the clone" in ok.stdout and "2 file(s)" in ok.stdout
+    again = run("--follow")
+    assert again.returncode == 2 and "already" in again.stderr
