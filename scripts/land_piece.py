@@ -83,10 +83,16 @@ def worktree_changes(repo: Path) -> dict[str, bool]:
     return changes
 
 
+def blob(repo: Path, commit: str, path: str) -> bytes | None:
+    """The bytes of ``path`` at ``commit``; None where the commit has no such file."""
+    out = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True)
+    return out.stdout if out.returncode == 0 else None
+
+
 def show(repo: Path, commit: str, path: str) -> str | None:
     """The text of ``path`` at ``commit``; None where the commit has no such file."""
-    out = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, text=True)
-    return out.stdout if out.returncode == 0 else None
+    data = blob(repo, commit, path)
+    return None if data is None else data.decode()
 
 
 def lock_blocks(text: str, where: str) -> tuple[str, dict[str, str]]:
@@ -293,12 +299,6 @@ FOLLOW_OK = (*PIECE_DIRS, f"{LOGS}/", "docs/", "reports/report/")  # what a land
 FOLLOW_OK_FILES = (LOCK, READS, "dvc.lock", "reports/REPORT.md", "reports/report.html", "README.md")
 
 
-def _blob(repo: Path, commit: str, path: str) -> bytes | None:
-    """The bytes of ``path`` at ``commit``; None where the commit has no such file."""
-    out = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True)
-    return out.stdout if out.returncode == 0 else None
-
-
 def follow(clone: Path, into: Path, *, dry_run: bool = False) -> list[str]:
     """Move ``clone``'s HEAD to ``into``'s commit, which committed what the clone had finished, keeping the clone's
     working tree (module docstring); the paths brought to the new commit's version (the clone never wrote them)."""
@@ -323,11 +323,11 @@ def follow(clone: Path, into: Path, *, dry_run: bool = False) -> list[str]:
             "commit's work, and cannot follow a change of code or settings; let it finish there, or run the rest in "
             "a fresh clone"
         )
-    take = []
+    take: dict[str, bool] = {}  # path -> whether the new commit removed it
     for path in moved:
         here_path = clone / path
         here = here_path.read_bytes() if here_path.is_file() else None
-        at_head = _blob(into, head, path)
+        at_head = blob(into, head, path)
         if path == READS:
             if not (here or b"").startswith(at_head or b""):
                 raise SwarmlabError(
@@ -337,26 +337,27 @@ def follow(clone: Path, into: Path, *, dry_run: bool = False) -> list[str]:
             continue
         if here == at_head:
             continue  # landed: the clone has it as the commit does
-        if here == _blob(clone, base, path):
-            take.append(path)  # the clone never wrote it (the report, the docs, the log): the new commit's version
+        if here == blob(clone, base, path):
+            # the clone never wrote it (the report, the docs, the log): the new commit's version
+            take[path] = at_head is None
             continue
         raise SwarmlabError(
             f"{path} in the clone differs from both {base[:10]}'s and {head[:10]}'s: it changed since it landed; land "
             "it first"
         )
     if dry_run:
-        return take
+        return list(take)
     git(clone, "fetch", "-q", str(into), "HEAD")
     fetched = git(clone, "rev-parse", "FETCH_HEAD").strip()
     if fetched != head:
         raise SwarmlabError(f"{into} moved to {fetched[:10]} while following {head[:10]}: follow again")
     git(clone, "reset", "-q", "--mixed", head)
-    for path in take:
-        if _blob(into, head, path) is None:
+    for path, removed in take.items():
+        if removed:
             (clone / path).unlink(missing_ok=True)
         else:
             git(clone, "checkout", head, "--", path)
-    return take
+    return list(take)
 
 
 def describe(landing: Landing) -> str:
